@@ -1,0 +1,17 @@
+PY := .venv/bin/python
+export HF_HUB_OFFLINE := 1
+export GRADIO_ANALYTICS_ENABLED := False
+
+.PHONY: setup run test test-cuda
+setup: .venv/.setup-done
+.venv/.setup-done: requirements.txt scripts/setup.sh
+	bash scripts/setup.sh
+
+run: setup          ## the explorer on the embedded default, http://127.0.0.1:7860
+	$(PY) app.py
+
+test: setup         ## the CPU test suite
+	$(PY) -m pytest -q
+
+test-cuda: setup    ## GPU checks (skipped without CUDA)
+	$(PY) -m pytest -q -m cuda

@@ -1,0 +1,149 @@
+"""Command line: ``python -m dominotree {generate,train,bench,bench-build,profile-cost}``.
+
+User mistakes end with one readable line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig
+
+
+class UserError(Exception):
+    """Raised for anything the user can fix; printed as one line."""
+
+
+def _user_errors():
+    from .models.drafter import CheckpointError
+    from .presets import PresetError
+    from .trace import TraceError
+    errs = [ConfigError, CheckpointError, PresetError, TraceError, UserError, FileNotFoundError]
+    try:
+        from .models.smollm2 import MissingTargetError
+        errs.append(MissingTargetError)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model pair")
+    g.add_argument("--preset", default=None, help="smollm2 (default), random-tiny, qwen3-4b, qwen3-8b")
+    g.add_argument("--target", default=None, help="target folder (transformers causal LM)")
+    g.add_argument("--drafter", action="append", default=None,
+                   help="drafter folder in the released format (repeat for a DFlash and a Domino drafter)")
+    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+
+
+def add_tree_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tree")
+    g.add_argument("--budget", type=int, default=16, help="draft tree nodes (default 16)")
+    g.add_argument("--corr-topm", type=int, default=64, help="Top-M base candidates the correction rescores (0 = full vocab)")
+    g.add_argument("--node-topk", type=int, default=8, help="children per expanded node (default 8)")
+    g.add_argument("--builder", default="python", choices=BUILDERS)
+    g.add_argument("--ab-builder", default=None, choices=BUILDERS,
+                   help="also build every round with this builder and record both times")
+
+
+def load_pair_from_args(a):
+    from .presets import load_pair
+    if a.target is None and a.drafter:
+        raise UserError("--drafter needs --target")
+    if a.target is not None:
+        if a.preset:
+            raise UserError("give either --preset or --target/--drafter, not both")
+        for path in [a.target, *(a.drafter or [])]:
+            if not Path(path).is_dir():
+                raise UserError(f"folder does not exist: {path}")
+    return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device)
+
+
+def cmd_generate(a) -> int:
+    if not a.prompt or not a.prompt.strip():
+        raise UserError("--prompt is empty")
+    cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                       seed=a.seed, builder=a.builder, ab_builder=a.ab_builder,
+                       tree=TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
+    if a.trace and not Path(a.trace).resolve().parent.is_dir():
+        raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
+    from .decode import Decoder
+    dec = Decoder(load_pair_from_args(a))
+    trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
+    if a.trace:
+        trace.to_json(a.trace)
+    if a.json:
+        out = {"method": trace.method, "token_ids": trace.token_ids, "text": trace.text,
+               "tau": round(trace.tau, 4), "rounds": len(trace.rounds), "new_tokens": len(trace.token_ids),
+               "tokens_per_s": round(trace.tokens_per_s, 3),
+               "stage_ms": {k: round(v, 3) for k, v in trace.stage_ms().items()}}
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(trace.text)
+        print(f"[{trace.method}] {len(trace.token_ids)} tokens in {len(trace.rounds)} rounds, "
+              f"tau {trace.tau:.2f}, {trace.tokens_per_s:.1f} tok/s", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dominotree", description="DominoTree speculative decoding")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="decode one prompt with one method")
+    add_model_args(g)
+    add_tree_args(g)
+    g.add_argument("--method", default="dominotree", choices=METHODS)
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--no-chat", action="store_true", help="do not wrap the prompt in the chat template")
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--trace", default=None, help="write the run's trace JSON here")
+    g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    g.set_defaults(func=cmd_generate)
+    for name, mod, hlp in (("train", "dominotree.train.trainer", "train the embedded DFlash + Domino drafters"),
+                           ("bench", "dominotree.bench.run", "benchmark methods on a prompt set"),
+                           ("bench-build", "dominotree.builders.bench", "time tree builders per round"),
+                           ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive")):
+        s = sub.add_parser(name, help=hlp, add_help=False)
+        s.set_defaults(func=None, module=mod)
+    return p
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = build_parser()
+    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost"):
+        ns, rest = p.parse_known_args(argv[:1])
+        import importlib
+        try:
+            mod = importlib.import_module(ns.module)
+        except ModuleNotFoundError as e:
+            print(f"error: `{argv[0]}` is not available in this build ({e.name})", file=sys.stderr)
+            return 2
+        return _guard(lambda: mod.main(argv[1:]))
+    a = p.parse_args(argv)
+    return _guard(lambda: a.func(a))
+
+
+def _guard(fn) -> int:
+    errs = _user_errors()
+    try:
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+    try:
+        return int(fn() or 0)
+    except errs as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

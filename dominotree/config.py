@@ -1,0 +1,76 @@
+"""Frozen configuration dataclasses. Flags (CLI, UI sliders) map 1:1 onto these fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STAGES = ("draft", "build", "verify", "commit")
+
+# method -> which drafter checkpoint it needs ("dflash", "domino", or None for plain AR)
+METHOD_DRAFTER = {
+    "ar": None,
+    "dflash": "dflash",
+    "ddtree": "dflash",
+    "caddtree": "dflash",
+    "domino": "domino",
+    "dominotree": "domino",
+    "marg": "domino",
+    "condstatic": "domino",
+    "condadaptive": "domino",
+}
+METHODS = tuple(METHOD_DRAFTER)
+CHAIN_METHODS = ("dflash", "domino")
+BUILDERS = ("python", "graph", "frontier")
+
+MAX_BUDGET = 1024
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    budget: int = 16          # non-root nodes in the draft tree
+    corr_topm: int = 64       # Top-M base candidates the correction may rescore (0 = full vocab)
+    node_topk: int = 8        # K children per expanded node
+    max_depth: int | None = None  # None: the drafter's block depth (15 DFlash, 16 Domino)
+
+    def __post_init__(self):
+        if not isinstance(self.budget, int) or not 1 <= self.budget <= MAX_BUDGET:
+            raise ConfigError(f"budget must be an integer in [1, {MAX_BUDGET}], got {self.budget!r}")
+        if not isinstance(self.corr_topm, int) or self.corr_topm < 0:
+            raise ConfigError(f"corr_topm must be >= 0 (0 = full vocabulary), got {self.corr_topm!r}")
+        if not isinstance(self.node_topk, int) or self.node_topk < 1:
+            raise ConfigError(f"node_topk must be >= 1, got {self.node_topk!r}")
+        if self.corr_topm and self.node_topk > self.corr_topm:
+            raise ConfigError(f"node_topk ({self.node_topk}) cannot exceed corr_topm ({self.corr_topm})")
+        if self.max_depth is not None and self.max_depth < 1:
+            raise ConfigError(f"max_depth must be >= 1, got {self.max_depth!r}")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    method: str = "dominotree"
+    temperature: float = 0.0
+    max_new_tokens: int = 128
+    seed: int = 0
+    builder: str = "python"          # the builder whose tree is verified
+    ab_builder: str | None = None    # also build with this one, record its time and identity
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    stop_at_eos: bool = True
+
+    def __post_init__(self):
+        if self.method not in METHOD_DRAFTER:
+            raise ConfigError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        t = self.temperature
+        if not isinstance(t, (int, float)) or t != t or t < 0 or t > 100:
+            raise ConfigError(f"temperature must be a number in [0, 100], got {t!r}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        for b in (self.builder, self.ab_builder):
+            if b is not None and b not in BUILDERS:
+                raise ConfigError(f"unknown builder {b!r}; choose one of {', '.join(BUILDERS)}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < 1e-5

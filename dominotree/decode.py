@@ -1,0 +1,284 @@
+"""The round loop: draft -> build -> verify -> commit, one RoundTrace per round.
+
+Every method of the family runs through this loop; they differ only in the drafter they use and
+in how the build stage turns one draft block into a tree (a chain is a tree too, and plain
+autoregressive decoding is a tree with only the root).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import torch
+
+from .builders import build_lazy, build_reference, get_builder
+from .config import CHAIN_METHODS, STAGES, ConfigError, DecodeConfig
+from .models.drafter import DraftCache, Drafter
+from .models.target import cache_compact
+from .presets import Pair
+from .scoring import (ConditionalScorer, DraftBlock, MarginalScorer, StaticScorer, domino_chain,
+                      greedy_chain)
+from .trace import DecodeTrace, RoundTrace
+from .tree import Tree, accept_walk
+from .verify import sample, verify_tree
+
+MAX_PROMPT_TOKENS = 4096
+
+
+class _Clock:
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.ms: dict[str, float] = {s: 0.0 for s in STAGES}
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def lap(self, stage: str, t0: float) -> float:
+        t1 = self.now()
+        self.ms[stage] += (t1 - t0) * 1e3
+        return t1
+
+
+class Decoder:
+    """Decodes prompts with any method on a loaded ``Pair``. Holds no per-request state."""
+
+    def __init__(self, pair: Pair):
+        self.pair = pair
+        self.target = pair.target
+        self.stop_rules = {}      # method -> factory(start, ctx) -> stop(n, logw), e.g. caddtree
+        self._text_cache: dict[int, str] = {}
+
+    # --- prompts -------------------------------------------------------------------------
+    def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigError("prompt is empty")
+        tok = self.target.tokenizer
+        if chat and getattr(tok, "chat_template", None):
+            kw = {"enable_thinking": False} if "enable_thinking" in (tok.chat_template or "") else {}
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True, **kw)
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            ids = list(ids[0]) if ids and isinstance(ids[0], list) else list(ids)
+        else:
+            ids = tok(prompt)["input_ids"]
+        if len(ids) > MAX_PROMPT_TOKENS:
+            raise ConfigError(f"prompt is {len(ids)} tokens; the limit is {MAX_PROMPT_TOKENS}")
+        return [int(i) for i in ids]
+
+    def token_text(self, ids) -> dict[str, str]:
+        tok = self.target.tokenizer
+        out = {}
+        for i in ids:
+            i = int(i)
+            if i not in self._text_cache:
+                self._text_cache[i] = tok.decode([i]) if tok is not None else str(i)
+            out[str(i)] = self._text_cache[i]
+        return out
+
+    # --- one request -------------------------------------------------------------------------
+    def check(self, prompt_ids: list[int], cfg: DecodeConfig) -> Drafter | None:
+        drafter = self.pair.drafter_for(cfg.method)
+        if not prompt_ids:
+            raise ConfigError("prompt is empty")
+        depth = drafter.cfg.block_size + 1 if drafter is not None else 1
+        need = len(prompt_ids) + cfg.max_new_tokens + depth
+        if need > self.target.max_positions:
+            raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) "
+                              f"+ one block exceeds the target's context of {self.target.max_positions} positions")
+        if cfg.method in ("caddtree", "condadaptive") and cfg.method not in self.stop_rules:
+            raise ConfigError(f"method {cfg.method!r} needs a verify-cost model; "
+                              f"run `python -m dominotree profile-cost` first")
+        return drafter
+
+    @torch.inference_mode()
+    def rounds(self, prompt_ids: list[int], cfg: DecodeConfig, should_stop=None, draft_fn=None):
+        """Yield ``(RoundTrace, committed_tokens)`` per round; the first item is ``(None, [first])``,
+        the token sampled from the prefill. ``draft_fn`` replaces the drafter (tests)."""
+        drafter = self.check(prompt_ids, cfg)
+        tgt, dev = self.target, self.target.device
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(cfg.seed)
+        taps = drafter.cfg.target_layer_ids if drafter is not None else None
+        cache, dcache = tgt.new_cache(), DraftCache()
+        n = len(prompt_ids)
+        ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
+        out = tgt.forward(ids, torch.arange(n, device=dev)[None], cache, taps=taps)
+        root = sample(out.logits[-1:], cfg.temperature, gen)[0]
+        feats, feat_pos = out.feats, torch.arange(n, device=dev)
+        yield None, [root]
+        start, rnd = n, 0
+        builder = get_builder(cfg.builder)
+        ab = get_builder(cfg.ab_builder) if cfg.ab_builder else None
+        while True:
+            if should_stop is not None and should_stop():
+                return
+            clock = _Clock(dev)
+            t = clock.now()
+            # 1. draft: one drafter forward over [root, MASK...] gives every depth's base logits
+            block = None
+            if drafter is not None:
+                block = (draft_fn or self.draft)(drafter, root, start, feats, feat_pos, dcache)
+            t = clock.lap("draft", t)
+            # 2. build: turn the block into a tree (chain, marginal or conditional best-first)
+            built, scorer, ab_info = self.build(cfg, drafter, block, root, builder, ab, clock)
+            t = clock.now()
+            tree = built.tree
+            # 3. verify: one target forward over the tree with ancestor-only attention
+            vout = verify_tree(tgt, cache, tree, start, taps)
+            post = sample(vout.logits, cfg.temperature, gen)
+            t = clock.lap("verify", t)
+            # 4. commit: walk matches, keep the accepted rows' KV and features, new bonus
+            accepted, bonus = accept_walk(tree, post)
+            cache_compact(cache, start, accepted)
+            if taps is not None:
+                feats = vout.feats[:, accepted]
+                feat_pos = torch.arange(start, start + len(accepted), device=dev)
+            committed = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+            clock.lap("commit", t)
+            rt = RoundTrace(round=rnd, start=start, method=cfg.method, builder=cfg.builder,
+                            temperature=float(cfg.temperature), tree=tree, target_tokens=post,
+                            accepted=accepted, bonus=bonus, stage_ms=dict(clock.ms),
+                            menus=built.menus, build_ab=ab_info, extra=dict(built.extra))
+            if block is not None:
+                self.annotate(rt, block, scorer, cfg)
+            yield rt, committed
+            start += len(accepted)
+            root = bonus
+            rnd += 1
+
+    def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, builder, ab, clock):
+        t = clock.now()
+        tc = cfg.tree
+        method = cfg.method
+        scorer, ab_info = None, None
+        if block is None:
+            from .builders import Built
+            built = Built(Tree.root_only(root))
+        else:
+            depth = block.depth if tc.max_depth is None else min(tc.max_depth, block.depth)
+            if method == "dflash":
+                toks, lps = greedy_chain(block)
+                built = _chain(root, toks[:depth], lps[:depth], lps[:depth])
+            elif method == "domino":
+                toks, lps, margs = domino_chain(block, drafter, self.target.embed)
+                built = _chain(root, toks[:depth], lps[:depth], margs[:depth])
+            elif method in ("ddtree", "caddtree"):
+                lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
+                vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
+                stop = self.stop_rules[method](block, root) if method == "caddtree" else None
+                built = build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
+            elif method == "marg":
+                scorer = MarginalScorer(block, tc.node_topk, tc.corr_topm)
+                built = build_reference(scorer, root, None, tc, depth)
+            elif method == "condstatic":
+                scorer = StaticScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm, depth)
+                built = build_reference(scorer, root, None, tc, depth)
+            elif method in ("dominotree", "condadaptive"):
+                scorer = ConditionalScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm)
+                if method == "condadaptive":
+                    stop = self.stop_rules[method](block, root)
+                    built = build_reference(scorer, root, block.root_state, tc, depth) if stop is None else \
+                        self.stop_rules["condadaptive_build"](scorer, root, block.root_state, tc, depth, stop)
+                else:
+                    built = builder(scorer, root, block.root_state, tc, depth)
+                    if ab is not None:
+                        t_main = clock.now()
+                        alt = ab(ConditionalScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm),
+                                 root, block.root_state, tc, depth)
+                        t_alt = clock.now()
+                        ab_info = {"builders": [cfg.builder, cfg.ab_builder],
+                                   "ms": [(t_main - t) * 1e3, (t_alt - t_main) * 1e3],
+                                   "identical": built.tree.same_shape(alt.tree) and built.tree.scores == alt.tree.scores}
+                        clock.ms["build"] += (t_main - t) * 1e3
+                        return built, scorer, ab_info
+            else:
+                raise ConfigError(f"method {method!r} is not implemented")
+        clock.lap("build", t)
+        return built, scorer, ab_info
+
+    def draft(self, drafter: Drafter, root: int, start: int, feats, feat_pos, dcache: DraftCache) -> DraftBlock:
+        """One drafter forward over ``[root, MASK x (B-1)]`` at positions ``start...``."""
+        cfg, tgt = drafter.cfg, self.target
+        dev, dtype = tgt.device, drafter.fc.weight.dtype
+        blk = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=dev)
+        blk[0, 0] = root
+        noise = tgt.embed_tokens(blk).to(dtype)
+        h = drafter(feats.to(dtype), noise, feat_pos, torch.arange(start, start + cfg.block_size, device=dev),
+                    cache=dcache)[0]
+        rows = h if cfg.shift_label else h[1:]
+        base = tgt.logits(rows.to(tgt.dtype))
+        root_state = None
+        if cfg.is_domino:
+            root_state = drafter.gru_step(tgt.embed_tokens(torch.tensor([root], device=dev)).to(dtype), None)[0]
+        return DraftBlock(root, base, rows, root_state)
+
+    def annotate(self, rt: RoundTrace, block: DraftBlock, scorer, cfg: DecodeConfig) -> None:
+        """Trace-only extras, computed after the timed stages: Top-M lists and the marginal tree."""
+        base = scorer if scorer is not None else MarginalScorer(block, cfg.tree.node_topk, cfg.tree.corr_topm or 64)
+        rt.candidates, rt.candidate_logprobs = base.candidates()
+        depth = block.depth if cfg.tree.max_depth is None else min(cfg.tree.max_depth, block.depth)
+        marg = MarginalScorer(block, cfg.tree.node_topk, cfg.tree.corr_topm)
+        rt.marginal_tree = build_reference(marg, block.root, None, cfg.tree, depth).tree
+
+    def generate(self, prompt: str | list[int], cfg: DecodeConfig, should_stop=None, on_round=None,
+                 draft_fn=None, chat: bool = True) -> DecodeTrace:
+        """Decode to the end and return the whole trace (``on_round(trace)`` after each round)."""
+        prompt_ids = self.encode_prompt(prompt, chat) if isinstance(prompt, str) else list(prompt)
+        trace = DecodeTrace(method=cfg.method, prompt=prompt if isinstance(prompt, str) else "",
+                            prompt_ids=prompt_ids, token_ids=[], text="",
+                            config=_config_dict(cfg), model={"preset": self.pair.name, "paths": self.pair.paths,
+                                                              "dtype": str(self.target.dtype).replace("torch.", ""),
+                                                              "device": str(self.target.device)})
+        eos = self.target.eos_ids if cfg.stop_at_eos else frozenset()
+        t0 = time.perf_counter()
+        stopped = "user"
+        for rt, committed in self.rounds(prompt_ids, cfg, should_stop, draft_fn):
+            if rt is not None:
+                trace.rounds.append(rt)
+            room = cfg.max_new_tokens - len(trace.token_ids)
+            for tok in committed[:room]:
+                trace.token_ids.append(tok)
+                if tok in eos:
+                    stopped = "eos"
+                    break
+            if stopped != "eos" and len(trace.token_ids) >= cfg.max_new_tokens:
+                stopped = "max_new_tokens"
+            if rt is not None:
+                rt.extra["gen_len"] = len(trace.token_ids)
+            trace.wall_s = time.perf_counter() - t0
+            if on_round is not None:
+                on_round(trace)
+            if stopped in ("eos", "max_new_tokens"):
+                break
+        trace.wall_s = time.perf_counter() - t0
+        trace.stopped = stopped
+        tok = self.target.tokenizer
+        trace.text = tok.decode(trace.token_ids, skip_special_tokens=True) if tok is not None else ""
+        seen = set(trace.token_ids)
+        for r in trace.rounds:
+            seen.update(r.tree.tokens); seen.update(r.target_tokens)
+            for m in r.menus:
+                seen.update(m.tokens)
+            if r.marginal_tree is not None:
+                seen.update(r.marginal_tree.tokens)
+            for c in r.candidates:
+                seen.update(c)
+        trace.token_text = self.token_text(sorted(seen))
+        return trace
+
+
+def _chain(root, toks, lps, margs):
+    from .builders import Built
+    cum, mcum, s, m = 0.0, 0.0, [], []
+    for lp, mg in zip(lps, margs):
+        cum += lp; mcum += mg
+        s.append(cum); m.append(mcum)
+    return Built(Tree.chain(root, toks, s, m))
+
+
+def _config_dict(cfg: DecodeConfig) -> dict:
+    d = asdict(cfg)
+    return d

@@ -1,0 +1,488 @@
+"""Plotly figures the explorer shows: pure functions of traces (no gradio, no model).
+
+The tree views draw the same scene as the exports (export.round_scene): depth runs left to
+right, siblings run down best first, node colours are export.score_color of the cumulative
+log-prob, so a PNG/SVG export matches what is on screen. Figure data are plain Python lists
+(plotly 6+ sends NumPy arrays as typed arrays that older plotly.js renders as nothing).
+
+Every model token shown here goes through layout.token_label and html.escape: plotly renders
+a subset of HTML in hover and text labels.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .config import STAGES
+from .export import ACCEPT_COLOR, EDGE_COLOR, SCORE_RANGE, SceneNode, round_scene
+from .layout import token_label, token_piece
+from .trace import DecodeTrace, RoundTrace, counterfactual_accept
+from .tree import Tree, child_maps, children_of
+
+STAGE_COLORS = {"draft": "#0072B2", "build": "#E69F00", "verify": "#009E73", "commit": "#CC79A7"}
+ONLY_COLOR = "#c51b7d"     # ring around nodes present in only one of two compared trees
+_FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
+
+
+def _esc(s: str) -> str:
+    return html.escape(s, quote=False)
+
+
+def _lbl(tok: int, token_text: dict | None, max_len: int = 16) -> str:
+    return _esc(token_label(tok, token_text, max_len))
+
+
+def _empty(title: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, template="plotly_white", font=_FONT,
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), height=260)
+    return fig
+
+
+def _menu_rank(menu, token: int) -> tuple[int, int, float, float] | None:
+    """(base rank in Top-M, corrected rank, corrected log-prob, base log-prob) of ``token`` in
+    ``menu``. The menu holds the K best children by corrected score, so a child's position in
+    it, by corrected log-prob, is its corrected rank among all M candidates."""
+    if menu is None or token not in menu.tokens:
+        return None
+    j = menu.tokens.index(token)
+    order = sorted(range(len(menu.tokens)), key=lambda k: (-menu.logprobs[k], k))
+    return menu.ranks[j], order.index(j), menu.logprobs[j], menu.base_logprobs[j]
+
+
+def _hover(rt: RoundTrace, tree: Tree, nd: SceneNode, token_text: dict | None,
+           menus: dict, kids: list[list[int]]) -> str:
+    if nd.bonus:
+        return (f"<b>{_lbl(nd.token, token_text)}</b> · token {nd.token}<br>"
+                f"bonus token: the target's own token after the last accepted node<br>"
+                f"depth {nd.depth} (committed without drafting)")
+    i, p = nd.row, nd.parent
+    lines = [f"<b>{_lbl(nd.token, token_text)}</b> · token {nd.token} · row {i} · depth {nd.depth}"
+             + (" · <b>accepted</b>" if nd.accepted else "")]
+    if p >= 0:
+        c_inc = tree.scores[i] - tree.scores[p]
+        m_inc = tree.marg_scores[i] - tree.marg_scores[p]
+        lines.append(f"conditional: log p {c_inc:.3f} (p {math.exp(c_inc):.3f}) · cumulative {tree.scores[i]:.3f}")
+        lines.append(f"marginal: log p {m_inc:.3f} (p {math.exp(m_inc):.3f}) · cumulative {tree.marg_scores[i]:.3f}")
+        r = _menu_rank(menus.get(p), nd.token)
+        if r is not None:
+            base = "outside Top-M" if r[0] < 0 else f"{r[0]}"
+            lines.append(f"Top-M base rank {base} · corrected rank {r[1]}")
+    else:
+        lines.append("root: the last committed token")
+    if i < len(rt.target_tokens) and tree is rt.tree:
+        lines.append(f"target's next token: {_lbl(rt.target_tokens[i], token_text)}")
+    m = menus.get(i)
+    if m is not None and m.tokens:
+        made = {tree.tokens[c] for c in kids[i]}
+        items = []
+        order = sorted(range(len(m.tokens)), key=lambda k: (-m.logprobs[k], k))
+        for k in order[:8]:
+            items.append(f"{'●' if m.tokens[k] in made else '○'} {_lbl(m.tokens[k], token_text)} "
+                         f"{m.logprobs[k]:.2f} (base {m.base_logprobs[k]:.2f}, rank {m.ranks[k]})")
+        more = f"<br>  … {len(order) - 8} more" if len(order) > 8 else ""
+        lines.append("children menu (● = node):<br>  " + "<br>  ".join(items) + more)
+    elif kids[i]:
+        lines.append(f"{len(kids[i])} children")
+    return "<br>".join(lines)
+
+
+def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None, tree: Tree,
+                 name: str = "", showlegend: bool = True) -> list[go.Scatter]:
+    """Edges, accepted edges, nodes and bonus of one scene; x = depth, y = -slot."""
+    menus = {m.node: m for m in rt.menus} if tree is rt.tree else {}
+    kids = children_of(tree)
+    xs = lambda nd: nd.depth      # noqa: E731
+    ys = lambda nd: -nd.x         # noqa: E731
+    cold_x, cold_y, hot_x, hot_y, bon_x, bon_y = [], [], [], [], [], []
+    for nd in scene:
+        if nd.parent < 0:
+            continue
+        p = scene[nd.parent]
+        seg_x, seg_y = [xs(p), xs(nd), None], [ys(p), ys(nd), None]
+        if nd.bonus:
+            bon_x += seg_x; bon_y += seg_y
+        elif nd.accepted:
+            hot_x += seg_x; hot_y += seg_y
+        else:
+            cold_x += seg_x; cold_y += seg_y
+    rows = [nd for nd in scene if not nd.bonus]
+    suffix = f" ({name})" if name else ""
+    traces = [
+        go.Scatter(x=cold_x, y=cold_y, mode="lines", line=dict(color=EDGE_COLOR, width=1),
+                   hoverinfo="skip", name="edges" + suffix, showlegend=False),
+        go.Scatter(x=hot_x, y=hot_y, mode="lines", line=dict(color=ACCEPT_COLOR, width=4),
+                   hoverinfo="skip", name="accepted path" + suffix, showlegend=showlegend),
+        go.Scatter(x=[xs(nd) for nd in rows], y=[ys(nd) for nd in rows], mode="markers+text",
+                   name="nodes" + suffix, showlegend=False,
+                   marker=dict(size=14, color=[nd.fill for nd in rows], symbol="circle",
+                               line=dict(color=[ACCEPT_COLOR if nd.accepted else "#444444" for nd in rows],
+                                         width=[3 if nd.accepted else 0.6 for nd in rows])),
+                   text=[_esc(token_label(nd.token, token_text, 8)) for nd in rows],
+                   textposition="middle right", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
+                   hovertext=[_hover(rt, tree, nd, token_text, menus, kids) for nd in rows],
+                   hoverinfo="text", customdata=[nd.row for nd in rows]),
+    ]
+    bonus = [nd for nd in scene if nd.bonus]
+    if bonus:
+        b = bonus[0]
+        traces += [
+            go.Scatter(x=bon_x, y=bon_y, mode="lines", line=dict(color=ACCEPT_COLOR, width=2, dash="dash"),
+                       hoverinfo="skip", showlegend=False, name="bonus edge" + suffix),
+            go.Scatter(x=[xs(b)], y=[ys(b)], mode="markers+text", name="bonus token" + suffix,
+                       showlegend=showlegend,
+                       marker=dict(size=15, color="#ffffff", symbol="diamond",
+                                   line=dict(color=ACCEPT_COLOR, width=2.5)),
+                       text=[_esc(token_label(b.token, token_text, 8))], textposition="middle right",
+                       textfont=dict(size=11, family="DejaVu Sans Mono, monospace", color=ACCEPT_COLOR),
+                       hovertext=[_hover(rt, tree, b, token_text, menus, kids)], hoverinfo="text"),
+        ]
+    return traces
+
+
+def _colorbar_trace(title: str, vmin: float, vmax: float) -> go.Scatter:
+    """An invisible point that only carries the colour bar (node colours are explicit hex so
+    they match the SVG export exactly)."""
+    return go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                      name="colour scale",
+                      marker=dict(color=[vmin], colorscale="Viridis", cmin=vmin, cmax=vmax,
+                                  showscale=True, colorbar=dict(title=dict(text=title), thickness=12)))
+
+
+def _tree_height(scene: list[SceneNode]) -> int:
+    slots = max(nd.x for nd in scene) + 1
+    return int(min(max(360, 150 + 26 * slots), 6000))
+
+
+def tree_figure(rt: RoundTrace, token_text: dict | None, show: str = "conditional",
+                vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1]) -> go.Figure:
+    """The round's draft tree: nodes coloured by the ``show`` score (cumulative log-prob), the
+    accepted path in red, the bonus token as a diamond; hover shows each node's conditional and
+    marginal log-probs, Top-M rank, the target's next token and its children menu."""
+    scene = round_scene(rt, token_text, show, vmin=vmin, vmax=vmax)
+    fig = go.Figure(_tree_traces(rt, scene, token_text, rt.tree))
+    fig.add_trace(_colorbar_trace(f"{show}<br>log-prob", vmin, vmax))
+    max_depth = max(nd.depth for nd in scene)
+    fig.update_layout(
+        title=dict(text=_esc(f"Round {rt.round} · {rt.method} · τ = {rt.accept_len} "
+                             f"({len(rt.accepted) - 1} accepted + bonus) · {rt.tree.num_nodes} nodes")
+                   + f"<br><sup>colour: {show} score (cumulative log-prob, clipped to [{vmin:g}, {vmax:g}])</sup>"),
+        template="plotly_white", font=_FONT, height=_tree_height(scene), hovermode="closest",
+        xaxis=dict(title="depth (draft position)", dtick=1, range=[-0.5, max_depth + 0.9], zeroline=False),
+        yaxis=dict(visible=False, zeroline=False),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        margin=dict(l=20, r=20, t=90, b=40), uirevision=f"tree-{rt.method}")
+    return fig
+
+
+def _path_keys(tree: Tree) -> list[tuple[int, ...]]:
+    keys: list[tuple[int, ...]] = [()]
+    for i in range(1, len(tree.tokens)):
+        keys.append(keys[tree.parents[i]] + (tree.tokens[i],))
+    return keys
+
+
+def _walk_rows(tree: Tree, committed: list[int]) -> list[int]:
+    maps, rows = child_maps(tree), [0]
+    for tok in committed:
+        if tok not in maps[rows[-1]]:
+            break
+        rows.append(maps[rows[-1]][tok])
+    return rows
+
+
+def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
+                                   vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1]) -> go.Figure:
+    """The round's tree (as its method scored it) beside the marginal, DDTree-style tree built
+    on the same block, each coloured by the score it was built with. Nodes whose root path is
+    in only one of the two trees get a magenta ring; the marginal tree's red path is where it
+    would have accepted the tokens this round committed (a counterfactual)."""
+    if rt.marginal_tree is None:
+        fig = tree_figure(rt, token_text, vmin=vmin, vmax=vmax)
+        fig.update_layout(title=dict(text=f"Round {rt.round}: no marginal tree was recorded for this round"))
+        return fig
+    cond, marg = rt.tree, rt.marginal_tree
+    n_c, exact_c = counterfactual_accept(cond, rt.committed)
+    n_m, exact_m = counterfactual_accept(marg, rt.committed)
+    fmt = lambda n, exact: f"{n}" if exact else f"≥{n}"    # noqa: E731
+    scene_c = round_scene(rt, token_text, "conditional", vmin=vmin, vmax=vmax)
+    scene_m = round_scene(rt, token_text, "conditional", tree=marg,
+                          accepted=_walk_rows(marg, rt.committed), bonus=-1, vmin=vmin, vmax=vmax)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=(
+        f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)} drafts",
+        f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)} drafts"))
+    keys_c, keys_m = _path_keys(cond), _path_keys(marg)
+    set_c, set_m = set(keys_c), set(keys_m)
+    for col, (scene, tree, keys, other, label) in enumerate(
+            [(scene_c, cond, keys_c, set_m, "conditional"), (scene_m, marg, keys_m, set_c, "marginal")], 1):
+        for tr in _tree_traces(rt, scene, token_text, tree, name=label, showlegend=col == 1):
+            fig.add_trace(tr, row=1, col=col)
+        only = [nd for nd in scene if not nd.bonus and keys[nd.row] not in other]
+        fig.add_trace(go.Scatter(
+            x=[nd.depth for nd in only], y=[-nd.x for nd in only], mode="markers",
+            name=f"only in the {label} tree", hoverinfo="skip",
+            marker=dict(size=22, symbol="circle-open", color=ONLY_COLOR, line=dict(width=2))), row=1, col=col)
+        fig.update_xaxes(title_text="depth", dtick=1, zeroline=False, row=1, col=col)
+        fig.update_yaxes(visible=False, zeroline=False, row=1, col=col)
+    fig.add_trace(_colorbar_trace("cumulative<br>log-prob", vmin, vmax))
+    height = max(_tree_height(scene_c), _tree_height(scene_m))
+    committed = len(rt.committed)
+    fig.update_layout(
+        title=dict(text=f"Round {rt.round}: conditional vs marginal tree on the same block"
+                        f"<br><sup>of the {committed} tokens committed this round, the {_esc(rt.method)} tree "
+                        f"accepts {fmt(n_c, exact_c)} drafts and the marginal tree would accept "
+                        f"{fmt(n_m, exact_m)} (≥: matched everything the target was asked)</sup>"),
+        template="plotly_white", font=_FONT, height=height, hovermode="closest",
+        legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0),
+        margin=dict(l=20, r=20, t=110, b=60), uirevision=f"mvc-{rt.method}")
+    return fig
+
+
+_TOPM_STYLE = {   # category -> (legend name, colour, filled symbol)
+    "promoted": ("promoted by the correction", "#1a9850", "triangle-up"),
+    "demoted": ("demoted by the correction", "#d73027", "triangle-down"),
+    "same": ("same rank after correction", "#4575b4", "circle"),
+    "unoffered": ("in Top-M, in no menu", "#aaaaaa", "circle"),
+}
+
+
+def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
+    """Per depth (y), the drafter's Top-M candidates by base rank (x). Filled markers became
+    tree nodes, open ones did not; triangles show where the correction moved a candidate up or
+    down (its corrected rank in a children menu vs its base rank; a candidate in several menus
+    counts as promoted if any menu promoted it). Nodes and menu children that are not among the
+    Top-M are drawn in an extra column right of rank M-1."""
+    if not rt.candidates:
+        return _empty(f"Round {rt.round}: no Top-M candidates were recorded for this round ({rt.method})")
+    tree = rt.tree
+    node_tokens: dict[int, set[int]] = {}
+    for i in range(1, len(tree.tokens)):
+        node_tokens.setdefault(tree.depths[i], set()).add(tree.tokens[i])
+    menus_at: dict[int, list] = {}
+    for m in rt.menus:
+        menus_at.setdefault(m.depth, []).append(m)
+    m_max = max(len(c) for c in rt.candidates)
+    pts = {k: ([], [], [], []) for k in _TOPM_STYLE}    # x, y, symbol, hover
+    out_x, out_y, out_h = [], [], []
+    for d, (cands, lps) in enumerate(zip(rt.candidates, rt.candidate_logprobs), 1):
+        nodes = node_tokens.get(d, set())
+        seen = set()
+        for r, (tok, lp) in enumerate(zip(cands, lps)):
+            seen.add(tok)
+            moves = []
+            for m in menus_at.get(d, []):
+                mr = _menu_rank(m, tok)
+                if mr is not None:
+                    moves.append((m.node, mr))
+            if not moves:
+                cat = "unoffered"
+            elif any(mr[1] < r for _, mr in moves):
+                cat = "promoted"
+            elif any(mr[1] > r for _, mr in moves):
+                cat = "demoted"
+            else:
+                cat = "same"
+            is_node = tok in nodes
+            hover = [f"<b>{_lbl(tok, token_text)}</b> · token {tok} · depth {d}",
+                     f"base rank {r} · base log p {lp:.3f}",
+                     "became a node" if is_node else "not a node"]
+            hover += [f"under row {node}: corrected rank {mr[1]} (log p {mr[2]:.3f})" for node, mr in moves[:6]]
+            x, y, sym, hv = pts[cat]
+            x.append(r); y.append(d); hv.append("<br>".join(hover))
+            sym.append(_TOPM_STYLE[cat][2] + ("" if is_node else "-open"))
+        outside = sorted(nodes - seen) + sorted({t for m in menus_at.get(d, []) for t in m.tokens} - seen - nodes)
+        for k, tok in enumerate(outside):
+            out_x.append(m_max + 1 + 0.25 * k); out_y.append(d)
+            out_h.append(f"<b>{_lbl(tok, token_text)}</b> · token {tok} · depth {d}<br>outside the Top-M list"
+                         + ("<br>became a node" if tok in nodes else ""))
+    fig = go.Figure()
+    for cat, (x, y, sym, hv) in pts.items():
+        name, color, _ = _TOPM_STYLE[cat]
+        fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=name, hovertext=hv, hoverinfo="text",
+                                 marker=dict(size=10, color=color, symbol=sym, line=dict(width=1.5, color=color))))
+    fig.add_trace(go.Scatter(x=out_x, y=out_y, mode="markers", name="outside Top-M", hovertext=out_h,
+                             hoverinfo="text", marker=dict(size=11, color="#000000", symbol="x")))
+    depth = len(rt.candidates)
+    fig.update_layout(
+        title=dict(text=f"Round {rt.round}: Top-M candidates per depth (M = {m_max})"
+                        "<br><sup>filled = became a node · open = not a node · x = base rank; "
+                        "triangles: rank moved by the correction</sup>"),
+        template="plotly_white", font=_FONT, height=int(min(max(320, 140 + 28 * depth), 1400)),
+        xaxis=dict(title="base rank in the drafter's Top-M", range=[-1, m_max + 3]),
+        yaxis=dict(title="depth", autorange="reversed", dtick=1),
+        legend=dict(orientation="h", yanchor="top", y=-0.12), margin=dict(l=50, r=20, t=80, b=80))
+    return fig
+
+
+def timing_figure(trace: DecodeTrace) -> go.Figure:
+    """Stacked per-round stage times (draft, build, verify, commit) in ms."""
+    if not trace.rounds:
+        return _empty("No rounds to time")
+    x = [rt.round for rt in trace.rounds]
+    fig = go.Figure([go.Bar(x=x, y=[float(rt.stage_ms.get(s, 0.0)) for rt in trace.rounds], name=s,
+                            marker_color=STAGE_COLORS[s]) for s in STAGES])
+    mean = trace.stage_ms()
+    fig.update_layout(
+        barmode="stack", template="plotly_white", font=_FONT, height=340,
+        title=dict(text=f"Stage time per round · {_esc(trace.method)} · mean {sum(mean.values()):.1f} ms/round"
+                        "<br><sup>" + " · ".join(f"{s} {mean[s]:.2f}" for s in STAGES) + " ms</sup>"),
+        xaxis=dict(title="round"), yaxis=dict(title="ms"), legend=dict(orientation="h", y=1.02, yanchor="bottom",
+                                                                      x=1, xanchor="right"),
+        margin=dict(l=50, r=20, t=80, b=40))
+    return fig
+
+
+def builder_figure(trace: DecodeTrace) -> go.Figure:
+    """Per round, the build time of each of the two builders that ran (``build_ab``), with
+    rounds whose trees differ marked; without any A/B record, the verified builder's build stage
+    time alone, and the title says so."""
+    if not trace.rounds:
+        return _empty("No rounds recorded")
+    ab = [rt for rt in trace.rounds if rt.build_ab]
+    fig = go.Figure()
+    if not ab:
+        names = sorted({rt.builder for rt in trace.rounds})
+        fig.add_trace(go.Bar(x=[rt.round for rt in trace.rounds],
+                             y=[float(rt.stage_ms.get("build", 0.0)) for rt in trace.rounds],
+                             name=", ".join(names), marker_color=STAGE_COLORS["build"]))
+        title = (f"Build time per round: {_esc(', '.join(names))} builder only "
+                 "<br><sup>no second builder ran on these rounds (no A/B record)</sup>")
+    else:
+        by_name: dict[str, tuple[list, list]] = {}
+        for rt in ab:
+            for name, ms in zip(rt.build_ab["builders"], rt.build_ab["ms"]):
+                xs, ys = by_name.setdefault(str(name), ([], []))
+                xs.append(rt.round); ys.append(float(ms))
+        for k, (name, (xs, ys)) in enumerate(by_name.items()):
+            fig.add_trace(go.Bar(x=xs, y=ys, name=_esc(name), marker_color=["#E69F00", "#56B4E9", "#999999"][min(k, 2)]))
+        same = [rt for rt in ab if rt.build_ab.get("identical")]
+        diff = [rt for rt in ab if not rt.build_ab.get("identical")]
+        top = {rt.round: max(float(v) for v in rt.build_ab["ms"]) for rt in ab}
+        fig.add_trace(go.Scatter(x=[rt.round for rt in same], y=[top[rt.round] * 1.08 for rt in same],
+                                 mode="markers", name="identical trees",
+                                 marker=dict(symbol="circle", size=7, color="#009E73")))
+        fig.add_trace(go.Scatter(x=[rt.round for rt in diff], y=[top[rt.round] * 1.08 for rt in diff],
+                                 mode="markers", name="trees differ",
+                                 marker=dict(symbol="x", size=11, color=ACCEPT_COLOR)))
+        names = " vs ".join(_esc(n) for n in by_name)
+        title = (f"Build time per round: {names}"
+                 f"<br><sup>{len(same)}/{len(ab)} A/B rounds built identical trees"
+                 + (f" · {len(trace.rounds) - len(ab)} rounds without an A/B record" if len(ab) < len(trace.rounds) else "")
+                 + "</sup>")
+    fig.update_layout(barmode="group", template="plotly_white", font=_FONT, height=340,
+                      title=dict(text=title), xaxis=dict(title="round"), yaxis=dict(title="ms"),
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+                      margin=dict(l=50, r=20, t=80, b=40))
+    return fig
+
+
+def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
+    """Share of rounds committing n tokens (accepted drafts + bonus) per method; τ is its mean."""
+    traces = {k: t for k, t in traces.items() if t.rounds}
+    if not traces:
+        return _empty("No rounds recorded")
+    top = max(rt.accept_len for t in traces.values() for rt in t.rounds)
+    xs = list(range(1, top + 1))
+    fig = go.Figure()
+    for name, t in traces.items():
+        counts = [0] * (top + 1)
+        for rt in t.rounds:
+            counts[rt.accept_len] += 1
+        n = len(t.rounds)
+        fig.add_trace(go.Bar(x=xs, y=[counts[k] / n for k in xs], name=_esc(f"{name} (τ = {t.tau:.2f})"),
+                             customdata=[counts[k] for k in xs],
+                             hovertemplate="%{x} tokens: %{y:.1%} of rounds (%{customdata})<extra></extra>"))
+    fig.update_layout(
+        barmode="group", template="plotly_white", font=_FONT, height=340,
+        title=dict(text="Tokens committed per round<br><sup>accepted drafts + the bonus token; τ = the mean</sup>"),
+        xaxis=dict(title="tokens committed in the round", dtick=1), yaxis=dict(title="share of rounds", tickformat=".0%"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+    return fig
+
+
+def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
+    """Per depth d, the share of rounds that accepted at least d draft tokens, per method, up to
+    the deepest tree that method drafted (plain AR drafts nothing and draws no line)."""
+    fig = go.Figure()
+    for name, t in traces.items():
+        if not t.rounds:
+            continue
+        deepest = max(max(rt.tree.depths) for rt in t.rounds)
+        if deepest < 1:
+            continue
+        n = len(t.rounds)
+        drafts = [rt.accept_len - 1 for rt in t.rounds]
+        ds = list(range(1, deepest + 1))
+        hits = [sum(a >= d for a in drafts) for d in ds]
+        fig.add_trace(go.Scatter(x=ds, y=[h / n for h in hits], mode="lines+markers", name=_esc(name),
+                                 customdata=hits, hovertemplate=(
+                                     "depth %{x}: %{y:.1%} of rounds (%{customdata}/" + str(n) + ")<extra></extra>")))
+    if not fig.data:
+        return _empty("No drafted rounds to measure acceptance by depth")
+    fig.update_layout(
+        template="plotly_white", font=_FONT, height=340,
+        title=dict(text="Acceptance by depth<br><sup>share of rounds accepting at least d draft tokens</sup>"),
+        xaxis=dict(title="depth d", dtick=1), yaxis=dict(title="rounds", tickformat=".0%", range=[0, 1.05]),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+    return fig
+
+
+_PROV = {   # class -> (legend, background, underline)
+    "draft": ("accepted draft token", "#cfe3ff", "2px solid #2166ac"),
+    "bonus": ("bonus token (the target's own)", "#ffe0b3", "2px dashed #b35806"),
+    "unknown": ("provenance not recorded", "#eeeeee", "1px dotted #666666"),
+}
+
+
+def provenance_html(trace: DecodeTrace, token_text: dict | None = None) -> str:
+    """The generated text, one ``<span>`` per token, marking accepted draft tokens vs bonus
+    tokens (the round and depth in the title attribute). Everything is HTML-escaped; the
+    styles are inline so the fragment renders anywhere."""
+    token_text = trace.token_text if token_text is None else token_text
+    prov: list[tuple[str, int, int]] = []     # (kind, round, depth) per committed token
+    for rt in trace.rounds:
+        for k, row in enumerate(rt.accepted[1:], 1):
+            prov.append(("draft", rt.round, k))
+        prov.append(("bonus", rt.round, len(rt.accepted)))
+    committed = [t for rt in trace.rounds for t in rt.committed]
+    spans = []
+    for pos, tok in enumerate(trace.token_ids):
+        if pos < len(prov) and committed[pos] == tok:
+            kind, rnd, depth = prov[pos]
+            tip = (f"round {rnd} · accepted draft token at depth {depth}" if kind == "draft"
+                   else f"round {rnd} · bonus token (target) after {depth - 1} accepted drafts")
+        else:
+            kind, tip = "unknown", "provenance not recorded for this token"
+        _, bg, line = _PROV[kind]
+        spans.append(f'<span class="dt-tok dt-{kind}" title="{html.escape(f"{tip} · token {tok}", quote=True)}" '
+                     f'style="background:{bg};color:#111111;border-bottom:{line};border-radius:2px">'
+                     f'{html.escape(token_piece(tok, token_text), quote=True)}</span>')
+    legend = " ".join(
+        f'<span class="dt-tok dt-{k}" style="background:{bg};color:#111111;border-bottom:{line};'
+        f'border-radius:2px;padding:0 4px">{html.escape(name)}</span>'
+        for k, (name, bg, line) in _PROV.items() if k != "unknown" or any("dt-unknown" in s for s in spans))
+    return ('<div class="dt-provenance">'
+            f'<div class="dt-legend" style="margin-bottom:6px;font-size:0.9em">{legend}</div>'
+            '<div class="dt-text" style="white-space:pre-wrap;word-break:break-word;line-height:1.8;'
+            'font-family:DejaVu Sans Mono,Menlo,Consolas,monospace">' + "".join(spans) + "</div></div>")
+
+
+def summary_table(traces: dict[str, DecodeTrace]) -> pd.DataFrame:
+    """One row per run: rounds, new tokens, τ (tokens per round incl. the bonus), tokens/s,
+    speedup over the ``ar`` run when one is present (same prompt and machine), and the mean
+    per-round time of each stage."""
+    ar = traces.get("ar") or next((t for t in traces.values() if t.method == "ar"), None)
+    ar_tps = ar.tokens_per_s if ar is not None else 0.0
+    rows = []
+    for name, t in traces.items():
+        row = {"method": name, "rounds": len(t.rounds), "new tokens": len(t.token_ids),
+               "tau": round(t.tau, 3), "tokens/s": round(t.tokens_per_s, 2),
+               "speedup vs ar": round(t.tokens_per_s / ar_tps, 3) if ar_tps > 0 else float("nan")}
+        row.update({f"{s} ms": round(v, 3) for s, v in t.stage_ms().items()})
+        rows.append(row)
+    cols = ["method", "rounds", "new tokens", "tau", "tokens/s", "speedup vs ar"] + [f"{s} ms" for s in STAGES]
+    return pd.DataFrame(rows, columns=cols)

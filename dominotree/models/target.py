@@ -1,0 +1,142 @@
+"""The target: any transformers causal LM, run with SDPA, tree masks and explicit positions.
+
+All DynamicCache access goes through ``cache_truncate`` / ``cache_compact`` here, because the
+cache API moves between transformers releases (``layers[i].keys`` vs ``key_cache`` lists,
+``crop`` taking an absolute length in 4.x and a negative count in 5.24).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+def _layer_kv(cache):
+    """Yield (get, set) accessors for every layer's key and value tensors."""
+    if hasattr(cache, "layers"):
+        for layer in cache.layers:
+            yield layer, "keys", "values"
+    else:  # older DynamicCache layout
+        for i in range(len(cache.key_cache)):
+            yield (cache.key_cache, cache.value_cache, i), None, None
+
+
+def cache_length(cache) -> int:
+    return int(cache.get_seq_length())
+
+
+def cache_apply(cache, fn) -> None:
+    """Replace every layer's K and V ([B, heads, T, hd]) by ``fn(tensor)``."""
+    if hasattr(cache, "layers"):
+        for layer in cache.layers:
+            if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+                continue
+            layer.keys = fn(layer.keys)
+            layer.values = fn(layer.values)
+    else:
+        for i in range(len(cache.key_cache)):
+            cache.key_cache[i] = fn(cache.key_cache[i])
+            cache.value_cache[i] = fn(cache.value_cache[i])
+
+
+def cache_truncate(cache, length: int) -> None:
+    """Keep the first ``length`` positions."""
+    if cache_length(cache) > length:
+        cache_apply(cache, lambda t: t[..., :length, :].contiguous())
+
+
+def cache_compact(cache, start: int, keep_rows: list[int]) -> None:
+    """Keep only ``keep_rows`` of the window appended at ``start`` (O(tree), not O(context)).
+
+    After a tree verify the cache holds ``start + n`` positions; the accepted rows are moved to
+    ``[start, start + len(keep_rows))`` and the rest dropped. Rows must be increasing.
+    """
+    k = len(keep_rows)
+    if keep_rows == list(range(k)):
+        cache_truncate(cache, start + k)
+        return
+    idx = None
+
+    def fn(t):
+        nonlocal idx
+        if idx is None or idx.device != t.device:
+            idx = torch.tensor(keep_rows, dtype=torch.long, device=t.device) + start
+        tail = t.index_select(-2, idx)
+        return torch.cat([t[..., :start, :], tail], dim=-2)
+    cache_apply(cache, fn)
+
+
+@dataclass
+class TargetOutput:
+    logits: torch.Tensor          # [n, V] float32
+    feats: torch.Tensor | None    # [1, n, len(taps) * H] in the model dtype
+
+
+class Target:
+    """Thin adapter over a transformers causal LM (Qwen3, Llama, ...)."""
+
+    def __init__(self, model, tokenizer, name: str = ""):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        cfg = model.config
+        self.config = cfg
+        self.hidden_size = int(cfg.hidden_size)
+        self.num_layers = int(cfg.num_hidden_layers)
+        self.embed = model.get_input_embeddings()
+        self.lm_head = model.get_output_embeddings()
+        self.vocab_rows = int(self.embed.weight.shape[0])
+        self.max_positions = int(getattr(cfg, "max_position_embeddings", 4096) or 4096)
+        eos = set()
+        for src in (getattr(cfg, "eos_token_id", None), getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+                    getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None):
+            if isinstance(src, int):
+                eos.add(src)
+            elif isinstance(src, (list, tuple)):
+                eos.update(int(x) for x in src)
+        if tokenizer is not None:
+            for tok in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+                tid = tokenizer.convert_tokens_to_ids(tok) if tok in tokenizer.get_vocab() else None
+                if isinstance(tid, int) and tid >= 0:
+                    eos.add(tid)
+        self.eos_ids = frozenset(eos)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.weight.dtype
+
+    def new_cache(self):
+        return DynamicCache(config=self.config)
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor | None = None,
+                taps: tuple[int, ...] | None = None, last_only: bool = False) -> TargetOutput:
+        """Run ``ids`` [1, n] at ``positions`` [1, n] against ``cache`` (appended to it).
+
+        ``mask`` is a 4D additive float mask ``(1, 1, n, past + n)`` or None for causal.
+        ``taps`` are 0-indexed decoder layers whose outputs are returned as features
+        (``hidden_states[l + 1]``: index 0 is the embedding output).
+        """
+        kw = dict(input_ids=ids, position_ids=positions, use_cache=True, output_hidden_states=bool(taps))
+        if mask is not None:
+            kw["attention_mask"] = mask
+        if last_only:
+            kw["logits_to_keep"] = 1
+        try:
+            out = self.model(cache=cache, **kw)
+        except TypeError:  # transformers releases before the `cache=` keyword
+            out = self.model(past_key_values=cache, **kw)
+        feats = None
+        if taps:
+            feats = torch.cat([out.hidden_states[l + 1] for l in taps], dim=-1)
+        return TargetOutput(out.logits[0].float(), feats)
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed(ids)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)

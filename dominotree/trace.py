@@ -1,0 +1,173 @@
+"""RoundTrace / DecodeTrace: plain data the explorer draws from, serialized as versioned JSON.
+
+Live runs and replays share one renderer because both only ever see these objects.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .config import STAGES
+from .tree import Tree
+
+SCHEMA = "dominotree.trace"
+SCHEMA_VERSION = 1
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message says what is wrong."""
+
+
+@dataclass
+class Menu:
+    """The children menu of one expanded node: what the scorer offered at ``depth``."""
+    node: int                    # row of the expanded node in the tree (-1: never popped)
+    depth: int                   # depth of the children
+    tokens: list[int]
+    logprobs: list[float]        # as scored (corrected for conditional methods)
+    base_logprobs: list[float]   # uncorrected full-vocabulary log-probs of the same tokens
+    ranks: list[int]             # rank of each child in the Top-M base list (-1: outside it)
+
+
+@dataclass
+class RoundTrace:
+    round: int
+    start: int                   # absolute position of the root
+    method: str
+    builder: str
+    temperature: float
+    tree: Tree
+    target_tokens: list[int]     # the target's token (sample or argmax) at every tree row
+    accepted: list[int]          # accepted rows, root first
+    bonus: int
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    candidates: list[list[int]] = field(default_factory=list)         # per depth, Top-M ids
+    candidate_logprobs: list[list[float]] = field(default_factory=list)  # their base log-probs
+    menus: list[Menu] = field(default_factory=list)
+    marginal_tree: Tree | None = None     # DDTree-style tree on the same block
+    build_ab: dict | None = None          # {"builders": [a, b], "ms": [ta, tb], "identical": bool}
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def accept_len(self) -> int:
+        """Tokens committed this round (accepted drafts + bonus): the per-round tau."""
+        return len(self.accepted)
+
+    @property
+    def committed(self) -> list[int]:
+        return [self.tree.tokens[i] for i in self.accepted[1:]] + [self.bonus]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tree"] = self.tree.to_dict()
+        d["marginal_tree"] = self.marginal_tree.to_dict() if self.marginal_tree else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RoundTrace":
+        d = dict(d)
+        d["tree"] = Tree.from_dict(d["tree"])
+        d["marginal_tree"] = Tree.from_dict(d["marginal_tree"]) if d.get("marginal_tree") else None
+        d["menus"] = [Menu(**m) for m in d.get("menus", [])]
+        rt = cls(**d)
+        n = len(rt.tree.tokens)
+        if len(rt.target_tokens) != n:
+            raise TraceError(f"round {rt.round}: target_tokens has {len(rt.target_tokens)} rows, tree has {n}")
+        if not rt.accepted or rt.accepted[0] != 0 or any(not 0 <= a < n for a in rt.accepted):
+            raise TraceError(f"round {rt.round}: accepted rows must start at the root and lie in the tree")
+        return rt
+
+
+def counterfactual_accept(tree: Tree, committed: list[int]) -> tuple[int, bool]:
+    """How many of ``committed`` (this round's accepted tokens + bonus) ``tree`` would accept.
+
+    Returns (accepted drafts, exact). When the tree matches every committed token the target was
+    never asked beyond, so the count is a lower bound and ``exact`` is False.
+    """
+    from .tree import child_maps
+    maps, cur, n = child_maps(tree), 0, 0
+    for tok in committed:
+        if tok not in maps[cur]:
+            return n, True
+        cur = maps[cur][tok]
+        n += 1
+    return n, False
+
+
+@dataclass
+class DecodeTrace:
+    method: str
+    prompt: str
+    prompt_ids: list[int]
+    token_ids: list[int]                     # generated tokens
+    text: str
+    rounds: list[RoundTrace] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)          # preset / paths / dtype / device
+    token_text: dict[str, str] = field(default_factory=dict)  # id -> decoded piece (for replay)
+    wall_s: float = 0.0
+    stopped: str = ""                        # "eos", "max_new_tokens", "context", "user"
+
+    @property
+    def tau(self) -> float:
+        rs = [r for r in self.rounds]
+        return sum(r.accept_len for r in rs) / len(rs) if rs else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.token_ids) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def stage_ms(self) -> dict[str, float]:
+        """Mean per-round time of each stage."""
+        n = max(len(self.rounds), 1)
+        return {s: sum(r.stage_ms.get(s, 0.0) for r in self.rounds) / n for s in STAGES}
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "rounds"}
+        d["rounds"] = [r.to_dict() for r in self.rounds]
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        s = json.dumps(self.to_dict(), ensure_ascii=False)
+        if path is not None:
+            Path(path).write_text(s, encoding="utf-8")
+        return s
+
+
+def trace_from_dict(d: dict) -> DecodeTrace:
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        raise TraceError("not a DominoTree trace (missing schema 'dominotree.trace')")
+    if d.get("version") != SCHEMA_VERSION:
+        raise TraceError(f"trace schema version {d.get('version')!r} is not supported (expected {SCHEMA_VERSION})")
+    d = {k: v for k, v in d.items() if k not in ("schema", "version")}
+    try:
+        rounds = [RoundTrace.from_dict(r) for r in d.pop("rounds", [])]
+        return DecodeTrace(rounds=rounds, **d)
+    except TraceError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise TraceError(f"malformed trace: {e}") from None
+
+
+def load_trace(source: str | Path | bytes) -> DecodeTrace:
+    """Load a trace from a path, or from JSON text/bytes, with size and schema checks."""
+    if isinstance(source, (bytes, bytearray)):
+        raw = bytes(source)
+    elif isinstance(source, str) and source.lstrip().startswith("{"):
+        raw = source.encode("utf-8")
+    else:
+        p = Path(source)
+        if not p.is_file():
+            raise TraceError(f"trace file not found: {p}")
+        if p.stat().st_size > MAX_TRACE_BYTES:
+            raise TraceError(f"trace file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
+        raw = p.read_bytes()
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"trace is larger than {MAX_TRACE_BYTES // 2**20} MiB")
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f"trace is not valid JSON: {e}") from None
+    return trace_from_dict(d)

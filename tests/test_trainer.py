@@ -1,0 +1,131 @@
+"""The drafter trainer on a tiny random Llama target: features, losses, checkpoints."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from dominotree.models.checkpoint import load_drafter  # noqa: E402
+from dominotree.train import trainer as T  # noqa: E402
+
+VOCAB = 300
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny Llama target folder and a synthetic self-distillation data folder."""
+    root = tmp_path_factory.mktemp("tiny")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                   max_position_embeddings=512, tie_word_embeddings=True)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    model.save_pretrained(root / "target")
+    data = root / "data"
+    data.mkdir()
+    rng = random.Random(0)
+    with open(data / "shard-00000.jsonl", "w") as f:
+        for i in range(10):
+            pl = rng.randint(5, 12)
+            # answers with structure (a repeated pattern) so a drafter can learn something
+            pat = [rng.randint(20, VOCAB - 1) for _ in range(5)]
+            ans = [pat[j % 5] for j in range(rng.randint(20, 40))] + [2]
+            ids = [1] + [rng.randint(20, VOCAB - 1) for _ in range(pl - 1)] + ans
+            f.write(json.dumps({"id": f"x{i}", "category": "chat", "sampled": i % 3 == 0,
+                                "prompt_len": pl, "ids": ids}) + "\n")
+        f.write('{"id": "torn", "ids": [1, 2')  # a torn last line is skipped
+    return root
+
+
+ARGS = ["--layers", "1", "--intermediate", "96", "--taps", "0,1,3", "--gru-hidden", "32", "--emb-dim", "16",
+        "--mask-token-id", "3", "--batch", "3", "--anchors", "6", "--threads", "2", "--log-every", "1"]
+
+
+def test_features_match_hidden_states(tiny):
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny / "target", dtype=torch.float32)
+    taps = (0, 1, 3)
+    tf = T.TargetFeatures(model, taps, cache_gb=0.01)
+    ids = torch.randint(0, VOCAB, (17,))
+    feats = tf.compute(ids)
+    with torch.no_grad():
+        hs = model(input_ids=ids[None], output_hidden_states=True).hidden_states
+    ref = torch.cat([hs[l + 1] for l in taps], dim=-1)
+    torch.testing.assert_close(feats, ref)
+
+
+def test_blocks_mask_and_labels():
+    seq = T.Seq(torch.arange(100, 130), prompt_len=10, sampled=False, key=0)
+    blk = T.make_blocks(seq, [27, 12], bs=4, mask_id=3)
+    assert blk.anchors.tolist() == [12, 27]
+    assert blk.blk_ids.tolist() == [112, 3, 3, 3, 127, 3, 3, 3]
+    assert blk.positions.tolist() == [12, 13, 14, 15, 27, 28, 29, 30]
+    assert blk.lab_dflash.tolist() == [-100, 113, 114, 115, -100, 128, 129, -100]
+    assert blk.lab_domino.tolist() == [113, 114, 115, 116, 128, 129, -100, -100]
+    m = blk.mask[0, 0]
+    assert m.shape == (8, 27 + 8)
+    assert m[0, :12].all() and not m[0, 12:27].any()          # block 1 sees ctx < 12
+    assert m[4, :27].all()                                    # block 2 sees ctx < 27
+    assert m[0, 27:31].all() and not m[0, 31:].any()           # own block only, non-causal
+    assert m[7, 31:].all() and not m[7, 27:31].any()
+
+
+def _setup(tiny, extra=()):
+    a = T.parse_args(["--target", str(tiny / "target"), "--data", str(tiny / "data"), "--lr", "3e-3", *ARGS, *extra])
+    torch.manual_seed(0)
+    target = transformers.AutoModelForCausalLM.from_pretrained(tiny / "target", dtype=torch.bfloat16)
+    target.requires_grad_(False)
+    cd, cm = T.make_configs(target.config, a)
+    d, m = T.Drafter(cd), T.Drafter(cm)
+    with torch.no_grad():
+        T.init_drafter(d, target, False)
+        T.init_drafter(m, target, False)
+    return a, target, d, m
+
+
+def test_losses_decrease_on_repeated_batch(tiny):
+    a, target, d, m = _setup(tiny)
+    tr = T.Trainer(a, target, d, m)
+    seqs = T.read_data(a.data)
+    assert len(seqs) == 10
+    batch = seqs[:3]
+    opts = [torch.optim.AdamW(x.parameters(), lr=3e-3) for x in (d, m)]
+    hist = []
+    for i in range(25):
+        out = tr.step(batch, lam=max(0.0, 1 - i / 10), rng=random.Random(0), gen=torch.Generator().manual_seed(1))
+        for o, x in zip(opts, (d, m)):
+            torch.nn.utils.clip_grad_norm_(x.parameters(), 1.0)
+            o.step()
+            o.zero_grad()
+        hist.append(out)
+    assert hist[0]["rows_d"] > 0 and hist[0]["rows_m"] > 0
+    for k in ("dflash", "domino_final", "domino_base"):
+        first, last = hist[0][k], hist[-1][k]
+        assert last < 0.7 * first, (k, first, last)
+    # the correction head learned something once lambda reached 0
+    assert m.embed_proj[2].weight.abs().sum() > 0
+    r = tr.evaluate([(s, [s.prompt_len, s.prompt_len + 3]) for s in batch])
+    assert r["acc_dflash"] >= 1.0 and r["acc_domino"] >= 1.0
+
+
+def test_main_saves_loadable_checkpoints(tiny, tmp_path):
+    out_d, out_m, log = tmp_path / "dflash", tmp_path / "domino", tmp_path / "log.txt"
+    rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"), "--out-dflash", str(out_d),
+                 "--out-domino", str(out_m), "--max-steps", "4", "--time-budget-min", "5", "--log", str(log),
+                 "--n-eval", "2", *ARGS])
+    assert rc == 0
+    d, m = load_drafter(out_d), load_drafter(out_m)
+    assert d.cfg.kind == "dflash" and not d.cfg.shift_label and d.cfg.block_size == 16
+    assert m.cfg.kind == "domino" and m.cfg.shift_label and m.cfg.pure_draft_prefix_len == 1
+    assert d.cfg.mask_token_id == m.cfg.mask_token_id == 3
+    assert d.cfg.target_layer_ids == m.cfg.target_layer_ids == (0, 1, 3)
+    assert d.cfg.num_target_layers == 4 and m.cfg.vocab_size == VOCAB
+    assert m.cfg.gru_hidden_dim == 32 and m.cfg.emb_dim == 16
+    text = log.read_text()
+    assert "eval step 0" in text and "saved (final) step 4" in text
+    done = json.loads(text.strip().splitlines()[-1].split("done: ", 1)[1])
+    assert done["steps"] == 4 and done["acc_dflash"] >= 1.0
+    assert not (tmp_path / "dflash.tmp").exists() and not (tmp_path / "dflash.old").exists()
