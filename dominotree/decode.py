@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import torch
 
-from .builders import build_lazy, build_reference, get_builder
+from .builders import adaptive, build_lazy, build_reference, get_builder
 from .config import CHAIN_METHODS, STAGES, ConfigError, DecodeConfig
 from .models.drafter import DraftCache, Drafter
 from .models.target import cache_compact
@@ -44,10 +44,10 @@ class _Clock:
 class Decoder:
     """Decodes prompts with any method on a loaded ``Pair``. Holds no per-request state."""
 
-    def __init__(self, pair: Pair):
+    def __init__(self, pair: Pair, cost_model=None):
         self.pair = pair
         self.target = pair.target
-        self.stop_rules = {}      # method -> factory(start, ctx) -> stop(n, logw), e.g. caddtree
+        self.cost_model = cost_model   # verify-cost model for the adaptive budgets (caddtree, condadaptive)
         self._text_cache: dict[int, str] = {}
 
     # --- prompts -------------------------------------------------------------------------
@@ -88,7 +88,7 @@ class Decoder:
         if need > self.target.max_positions:
             raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) "
                               f"+ one block exceeds the target's context of {self.target.max_positions} positions")
-        if cfg.method in ("caddtree", "condadaptive") and cfg.method not in self.stop_rules:
+        if cfg.method in ("caddtree", "condadaptive") and self.cost_model is None:
             raise ConfigError(f"method {cfg.method!r} needs a verify-cost model; "
                               f"run `python -m dominotree profile-cost` first")
         return drafter
@@ -123,7 +123,7 @@ class Decoder:
                 block = (draft_fn or self.draft)(drafter, root, start, feats, feat_pos, dcache)
             t = clock.lap("draft", t)
             # 2. build: turn the block into a tree (chain, marginal or conditional best-first)
-            built, scorer, ab_info = self.build(cfg, drafter, block, root, builder, ab, clock)
+            built, scorer, ab_info = self.build(cfg, drafter, block, root, start, builder, ab, clock)
             t = clock.now()
             tree = built.tree
             # 3. verify: one target forward over the tree with ancestor-only attention
@@ -149,7 +149,7 @@ class Decoder:
             root = bonus
             rnd += 1
 
-    def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, builder, ab, clock):
+    def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, start: int, builder, ab, clock):
         t = clock.now()
         tc = cfg.tree
         method = cfg.method
@@ -168,7 +168,7 @@ class Decoder:
             elif method in ("ddtree", "caddtree"):
                 lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
                 vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
-                stop = self.stop_rules[method](block, root) if method == "caddtree" else None
+                stop = adaptive.make_stop(self.cost_model, start) if method == "caddtree" else None
                 built = build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
             elif method == "marg":
                 scorer = MarginalScorer(block, tc.node_topk, tc.corr_topm)
@@ -179,9 +179,8 @@ class Decoder:
             elif method in ("dominotree", "condadaptive"):
                 scorer = ConditionalScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm)
                 if method == "condadaptive":
-                    stop = self.stop_rules[method](block, root)
-                    built = build_reference(scorer, root, block.root_state, tc, depth) if stop is None else \
-                        self.stop_rules["condadaptive_build"](scorer, root, block.root_state, tc, depth, stop)
+                    stop = adaptive.make_stop(self.cost_model, start)
+                    built = adaptive.build_adaptive(scorer, root, block.root_state, tc, depth, stop)
                 else:
                     built = builder(scorer, root, block.root_state, tc, depth)
                     if ab is not None:

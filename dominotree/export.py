@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape as _xml_escape
 
 from .layout import char_cells, token_label, tree_layout
-from .trace import RoundTrace
+from .trace import DecodeTrace, RoundTrace
 from .tree import Tree
 
 # plotly's "Viridis" stops: perceptually uniform and colour-blind safe; figures.py uses the
@@ -33,7 +33,7 @@ BONUS_FILL = "#ffffff"
 SCORE_RANGE = (-8.0, 0.0)  # fixed log-prob range so rounds and methods compare; values clip
 
 SHOWS = ("conditional", "marginal")
-_MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+_MONO = "DejaVu Sans Mono, Menlo, Consolas, Noto Color Emoji, Apple Color Emoji, Segoe UI Emoji, monospace"
 _SANS = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
 
@@ -139,7 +139,7 @@ def round_svg(rt: RoundTrace, token_text: dict | None, show: str = "conditional"
     fs, cw, box_h, row_h, gap = 12, 7.3, 20, 26, 30    # font px, char px, box, row pitch, edge gap
     widths = [max(char_cells(nd.label), 1) * cw + 12 for nd in nodes]
     col_w = max(widths) + gap
-    margin, top = 16, 88
+    margin, top = 16, 92
     max_depth = max(nd.depth for nd in nodes)
     max_x = max(nd.x for nd in nodes)
     width = max(margin * 2 + (max_depth + 1) * col_w, 600)
@@ -160,11 +160,11 @@ def round_svg(rt: RoundTrace, token_text: dict | None, show: str = "conditional"
            + "".join(f'<stop offset="{k / (len(VIRIDIS) - 1):.3f}" stop-color="{c}"/>'
                      for k, c in enumerate(VIRIDIS))
            + '</linearGradient></defs>',
-           f'<rect width="100%" height="100%" fill="#ffffff"/>',
+           '<rect width="100%" height="100%" fill="#ffffff"/>',
            f'<text x="{margin}" y="24" font-size="15" font-weight="bold">{_xml_escape(title)}</text>']
     # legend: colour bar, accepted swatch, bonus swatch
     ly = 40
-    out += [f'<g class="legend" font-size="11">',
+    out += ['<g class="legend" font-size="11">',
             f'<rect x="{margin}" y="{ly}" width="140" height="12" fill="url(#dt-viridis)" stroke="#555"/>',
             f'<text x="{margin}" y="{ly + 26}">≤{_fmt(vmin)}</text>',
             f'<text x="{margin + 140}" y="{ly + 26}" text-anchor="end">{_fmt(vmax)}</text>',
@@ -176,6 +176,11 @@ def round_svg(rt: RoundTrace, token_text: dict | None, show: str = "conditional"
             f'stroke="{ACCEPT_COLOR}" stroke-width="2" stroke-dasharray="4 2"/>',
             f'<text x="{margin + 522}" y="{ly + 10}">bonus token</text>',
             '</g>']
+    # column headers: the draft position of each column
+    out.append('<g class="depths" font-size="10" fill="#777777" text-anchor="middle">')
+    out += [f'<text x="{margin + d * col_w + col_w / 2 - gap / 2:.1f}" y="{top - 8}">depth {d}</text>'
+            for d in range(max_depth + 1)]
+    out.append('</g>')
     # edges first, accepted ones last so they sit on top
     edges = []
     for k, nd in enumerate(nodes):
@@ -332,3 +337,9 @@ def round_tikz(rt: RoundTrace, token_text: dict | None, show: str = "conditional
               f"{latex_escape(_fmt(vmax))}); red outline: accepted path; dashed: bonus token}};",
               r"\end{tikzpicture}", r"\end{document}"]
     return "\n".join(lines) + "\n"
+
+
+def trace_json(trace: DecodeTrace, path=None) -> str:
+    """The whole run as versioned JSON: exactly ``DecodeTrace.to_json`` (replayable with
+    ``trace.load_trace``)."""
+    return trace.to_json(path)

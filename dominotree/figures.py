@@ -92,7 +92,7 @@ def _hover(rt: RoundTrace, tree: Tree, nd: SceneNode, token_text: dict | None,
 
 
 def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None, tree: Tree,
-                 name: str = "", showlegend: bool = True) -> list[go.Scatter]:
+                 name: str = "", showlegend: bool = True, label_len: int = 8) -> list[go.Scatter]:
     """Edges, accepted edges, nodes and bonus of one scene; x = depth, y = -slot."""
     menus = {m.node: m for m in rt.menus} if tree is rt.tree else {}
     kids = children_of(tree)
@@ -122,7 +122,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                    marker=dict(size=14, color=[nd.fill for nd in rows], symbol="circle",
                                line=dict(color=[ACCEPT_COLOR if nd.accepted else "#444444" for nd in rows],
                                          width=[3 if nd.accepted else 0.6 for nd in rows])),
-                   text=[_esc(token_label(nd.token, token_text, 8)) for nd in rows],
+                   text=[_esc(token_label(nd.token, token_text, label_len)) for nd in rows],
                    textposition="middle right", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
                    hovertext=[_hover(rt, tree, nd, token_text, menus, kids) for nd in rows],
                    hoverinfo="text", customdata=[nd.row for nd in rows]),
@@ -137,7 +137,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                        showlegend=showlegend,
                        marker=dict(size=15, color="#ffffff", symbol="diamond",
                                    line=dict(color=ACCEPT_COLOR, width=2.5)),
-                       text=[_esc(token_label(b.token, token_text, 8))], textposition="middle right",
+                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="middle right",
                        textfont=dict(size=11, family="DejaVu Sans Mono, monospace", color=ACCEPT_COLOR),
                        hovertext=[_hover(rt, tree, b, token_text, menus, kids)], hoverinfo="text"),
         ]
@@ -208,18 +208,18 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
     cond, marg = rt.tree, rt.marginal_tree
     n_c, exact_c = counterfactual_accept(cond, rt.committed)
     n_m, exact_m = counterfactual_accept(marg, rt.committed)
-    fmt = lambda n, exact: f"{n}" if exact else f"≥{n}"    # noqa: E731
+    fmt = lambda n, exact: (f"{n}" if exact else f"≥{n}") + (" draft" if n == 1 and exact else " drafts")  # noqa: E731
     scene_c = round_scene(rt, token_text, "conditional", vmin=vmin, vmax=vmax)
     scene_m = round_scene(rt, token_text, "conditional", tree=marg,
                           accepted=_walk_rows(marg, rt.committed), bonus=-1, vmin=vmin, vmax=vmax)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=(
-        f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)} drafts",
-        f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)} drafts"))
+        f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)}",
+        f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)}"))
     keys_c, keys_m = _path_keys(cond), _path_keys(marg)
     set_c, set_m = set(keys_c), set(keys_m)
     for col, (scene, tree, keys, other, label) in enumerate(
             [(scene_c, cond, keys_c, set_m, "conditional"), (scene_m, marg, keys_m, set_c, "marginal")], 1):
-        for tr in _tree_traces(rt, scene, token_text, tree, name=label, showlegend=col == 1):
+        for tr in _tree_traces(rt, scene, token_text, tree, name=label, showlegend=col == 1, label_len=5):
             fig.add_trace(tr, row=1, col=col)
         only = [nd for nd in scene if not nd.bonus and keys[nd.row] not in other]
         fig.add_trace(go.Scatter(
@@ -234,11 +234,13 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
     fig.update_layout(
         title=dict(text=f"Round {rt.round}: conditional vs marginal tree on the same block"
                         f"<br><sup>of the {committed} tokens committed this round, the {_esc(rt.method)} tree "
-                        f"accepts {fmt(n_c, exact_c)} drafts and the marginal tree would accept "
-                        f"{fmt(n_m, exact_m)} (≥: matched everything the target was asked)</sup>"),
+                        f"accepts {fmt(n_c, exact_c)} and the marginal tree would accept {fmt(n_m, exact_m)}"
+                        + ("" if exact_c and exact_m else
+                           " (≥: it matched every token the target produced, so it may accept more)")
+                        + "</sup>"),
         template="plotly_white", font=_FONT, height=height, hovermode="closest",
-        legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0),
-        margin=dict(l=20, r=20, t=110, b=60), uirevision=f"mvc-{rt.method}")
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
+        margin=dict(l=20, r=20, t=110, b=90), uirevision=f"mvc-{rt.method}")
     return fig
 
 
@@ -314,8 +316,17 @@ def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
         template="plotly_white", font=_FONT, height=int(min(max(320, 140 + 28 * depth), 1400)),
         xaxis=dict(title="base rank in the drafter's Top-M", range=[-1, m_max + 3]),
         yaxis=dict(title="depth", autorange="reversed", dtick=1),
-        legend=dict(orientation="h", yanchor="top", y=-0.12), margin=dict(l=50, r=20, t=80, b=80))
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0),
+        margin=dict(l=50, r=20, t=80, b=100))
+    fig.add_vline(x=m_max - 0.5, line=dict(color="#999999", width=1, dash="dot"))
+    fig.add_annotation(x=m_max + 1.5, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                       text="outside M", font=dict(size=11, color="#555555"))
     return fig
+
+
+def _round_axis(trace: DecodeTrace) -> dict:
+    """Integer round ticks, at most about 20 of them."""
+    return dict(title="round", tick0=0, dtick=max(1, math.ceil(len(trace.rounds) / 20)))
 
 
 def timing_figure(trace: DecodeTrace) -> go.Figure:
@@ -330,8 +341,8 @@ def timing_figure(trace: DecodeTrace) -> go.Figure:
         barmode="stack", template="plotly_white", font=_FONT, height=340,
         title=dict(text=f"Stage time per round · {_esc(trace.method)} · mean {sum(mean.values()):.1f} ms/round"
                         "<br><sup>" + " · ".join(f"{s} {mean[s]:.2f}" for s in STAGES) + " ms</sup>"),
-        xaxis=dict(title="round"), yaxis=dict(title="ms"), legend=dict(orientation="h", y=1.02, yanchor="bottom",
-                                                                      x=1, xanchor="right"),
+        xaxis=_round_axis(trace), yaxis=dict(title="ms"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right", traceorder="normal"),
         margin=dict(l=50, r=20, t=80, b=40))
     return fig
 
@@ -371,10 +382,10 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
         names = " vs ".join(_esc(n) for n in by_name)
         title = (f"Build time per round: {names}"
                  f"<br><sup>{len(same)}/{len(ab)} A/B rounds built identical trees"
-                 + (f" · {len(trace.rounds) - len(ab)} rounds without an A/B record" if len(ab) < len(trace.rounds) else "")
+                 + (f" · {len(trace.rounds) - len(ab)} round(s) without an A/B record" if len(ab) < len(trace.rounds) else "")
                  + "</sup>")
     fig.update_layout(barmode="group", template="plotly_white", font=_FONT, height=340,
-                      title=dict(text=title), xaxis=dict(title="round"), yaxis=dict(title="ms"),
+                      title=dict(text=title), xaxis=_round_axis(trace), yaxis=dict(title="ms"),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
                       margin=dict(l=50, r=20, t=80, b=40))
     return fig
@@ -459,14 +470,16 @@ def provenance_html(trace: DecodeTrace, token_text: dict | None = None) -> str:
             kind, tip = "unknown", "provenance not recorded for this token"
         _, bg, line = _PROV[kind]
         spans.append(f'<span class="dt-tok dt-{kind}" title="{html.escape(f"{tip} · token {tok}", quote=True)}" '
-                     f'style="background:{bg};color:#111111;border-bottom:{line};border-radius:2px">'
+                     f'style="background:{bg};color:#111111;border-bottom:{line};border-radius:2px;'
+                     f'box-shadow:inset -1px 0 0 #ffffff">'
                      f'{html.escape(token_piece(tok, token_text), quote=True)}</span>')
     legend = " ".join(
         f'<span class="dt-tok dt-{k}" style="background:{bg};color:#111111;border-bottom:{line};'
         f'border-radius:2px;padding:0 4px">{html.escape(name)}</span>'
         for k, (name, bg, line) in _PROV.items() if k != "unknown" or any("dt-unknown" in s for s in spans))
     return ('<div class="dt-provenance">'
-            f'<div class="dt-legend" style="margin-bottom:6px;font-size:0.9em">{legend}</div>'
+            f'<div class="dt-legend" style="margin-bottom:6px;font-size:0.9em;'
+            f'font-family:DejaVu Sans,Helvetica,Arial,sans-serif">{legend}</div>'
             '<div class="dt-text" style="white-space:pre-wrap;word-break:break-word;line-height:1.8;'
             'font-family:DejaVu Sans Mono,Menlo,Consolas,monospace">' + "".join(spans) + "</div></div>")
 

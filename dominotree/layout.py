@@ -94,8 +94,8 @@ def _piece(token_id: int, token_text: dict | None) -> str | None:
 
 
 def clean_text(s: str, visible_whitespace: bool = False) -> str:
-    """Make untrusted model text safe to lay out: control, bidi and unpaired surrogate code
-    points become visible stand-ins (XML 1.0 cannot even carry most of them). With
+    """Make untrusted model text safe to lay out: control characters become ``\\xNN``, bidi
+    overrides ``\\uNNNN`` and unpaired surrogates U+FFFD (XML 1.0 cannot carry most of them). With
     ``visible_whitespace`` spaces, newlines and tabs become ␣ ⏎ ⇥ as well."""
     out = []
     for ch in s:
@@ -104,13 +104,11 @@ def clean_text(s: str, visible_whitespace: bool = False) -> str:
             out.append(_VISIBLE[ch])
         elif ch in "\n\t ":
             out.append(ch)
-        elif o < 0x20:
-            out.append(chr(0x2400 + o))       # ␀ ␁ ... control pictures
-        elif o == 0x7F:
-            out.append("␡")
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append(f"\\x{o:02x}")          # ASCII escapes render in every font
         elif 0xD800 <= o <= 0xDFFF or o in (0xFFFE, 0xFFFF):
             out.append("\ufffd")
-        elif 0x80 <= o <= 0x9F or o in _BIDI or o in (0x2028, 0x2029):
+        elif o in _BIDI or o in (0x2028, 0x2029):
             out.append(f"\\u{o:04x}")
         else:
             out.append(ch)
@@ -133,7 +131,7 @@ def token_label(token_id: int, token_text: dict | None = None, max_len: int = 12
 
     ``token_text`` maps id -> decoded piece (keys as str, as in DecodeTrace.token_text, or int).
     Whitespace is shown (``" the"`` -> ``"␣the"``, ``"\\n"`` -> ``"⏎"``), control characters
-    become visible stand-ins, emoji are kept, and pieces longer than ``max_len`` characters end
+    become ``\\xNN``, emoji are kept, and pieces longer than ``max_len`` characters end
     in ``…``. Unknown ids show as ``#id``; the empty piece as ``∅``.
 
         >>> token_label(5, {"5": " the"}), token_label(6, {"6": "\\n\\n"}), token_label(7, {})

@@ -42,7 +42,16 @@ def tiny(tmp_path_factory):
 
 
 ARGS = ["--layers", "1", "--intermediate", "96", "--taps", "0,1,3", "--gru-hidden", "32", "--emb-dim", "16",
-        "--mask-token-id", "3", "--batch", "3", "--anchors", "6", "--threads", "2", "--log-every", "1"]
+        "--mask-token-id", "3", "--batch", "3", "--anchors", "6", "--log-every", "1"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matmuls on a shared 2-core machine are faster (and steadier) on one thread."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def test_features_match_hidden_states(tiny):
@@ -92,19 +101,23 @@ def test_losses_decrease_on_repeated_batch(tiny):
     seqs = T.read_data(a.data)
     assert len(seqs) == 10
     batch = seqs[:3]
-    opts = [torch.optim.AdamW(x.parameters(), lr=3e-3) for x in (d, m)]
+    opts = [torch.optim.AdamW(x.parameters(), lr=1e-2) for x in (d, m)]
     hist = []
-    for i in range(25):
-        out = tr.step(batch, lam=max(0.0, 1 - i / 10), rng=random.Random(0), gen=torch.Generator().manual_seed(1))
+    for i in range(16):
+        out = tr.step(batch, lam=max(0.0, 1 - i / 6), rng=random.Random(0), gen=torch.Generator().manual_seed(1))
         for o, x in zip(opts, (d, m)):
             torch.nn.utils.clip_grad_norm_(x.parameters(), 1.0)
             o.step()
             o.zero_grad()
         hist.append(out)
     assert hist[0]["rows_d"] > 0 and hist[0]["rows_m"] > 0
-    for k in ("dflash", "domino_final", "domino_base"):
-        first, last = hist[0][k], hist[-1][k]
-        assert last < 0.7 * first, (k, first, last)
+    # same rows every step (same anchors, same row sample): a plain optimisation check
+    first, last = hist[0], hist[-1]
+    assert last["dflash"] < first["dflash"] - 0.4, (first, last)
+    assert last["domino_base"] < first["domino_base"] - 0.2, (first, last)
+    # the GRU sees the true previous tokens, so the corrected loss falls far below the base
+    assert last["domino_final"] < 0.75 * first["domino_final"], (first, last)
+    assert last["domino_final"] < last["domino_base"] - 0.5, (first, last)
     # the correction head learned something once lambda reached 0
     assert m.embed_proj[2].weight.abs().sum() > 0
     r = tr.evaluate([(s, [s.prompt_len, s.prompt_len + 3]) for s in batch])
@@ -114,7 +127,7 @@ def test_losses_decrease_on_repeated_batch(tiny):
 def test_main_saves_loadable_checkpoints(tiny, tmp_path):
     out_d, out_m, log = tmp_path / "dflash", tmp_path / "domino", tmp_path / "log.txt"
     rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"), "--out-dflash", str(out_d),
-                 "--out-domino", str(out_m), "--max-steps", "4", "--time-budget-min", "5", "--log", str(log),
+                 "--out-domino", str(out_m), "--max-steps", "3", "--time-budget-min", "5", "--log", str(log),
                  "--n-eval", "2", *ARGS])
     assert rc == 0
     d, m = load_drafter(out_d), load_drafter(out_m)
@@ -125,7 +138,7 @@ def test_main_saves_loadable_checkpoints(tiny, tmp_path):
     assert d.cfg.num_target_layers == 4 and m.cfg.vocab_size == VOCAB
     assert m.cfg.gru_hidden_dim == 32 and m.cfg.emb_dim == 16
     text = log.read_text()
-    assert "eval step 0" in text and "saved (final) step 4" in text
+    assert "eval step 0" in text and "saved (final) step 3" in text
     done = json.loads(text.strip().splitlines()[-1].split("done: ", 1)[1])
-    assert done["steps"] == 4 and done["acc_dflash"] >= 1.0
+    assert done["steps"] == 3 and done["acc_dflash"] >= 1.0
     assert not (tmp_path / "dflash.tmp").exists() and not (tmp_path / "dflash.old").exists()

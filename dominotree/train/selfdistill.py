@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     dtype = getattr(torch, a.dtype)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
                                                  local_files_only=True).eval()
-    end_ids = {tok.convert_tokens_to_ids(t) for t in END_TOKENS}
-    end_ids.discard(tok.unk_token_id)
+    end_ids = {i for t in END_TOKENS
+               if (i := tok.convert_tokens_to_ids(t)) is not None and tok.convert_ids_to_tokens(i) == t}
+    if not end_ids:
+        raise SystemExit(f"none of the end tokens {END_TOKENS} is in the tokenizer")
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.convert_tokens_to_ids("<|im_end|>")
     log(f"model {path} dtype={a.dtype} threads={torch.get_num_threads()} end_ids={sorted(end_ids)} "
         f"load {time.perf_counter() - t_start:.1f} s")

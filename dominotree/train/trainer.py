@@ -371,8 +371,8 @@ class Trainer:
         loss_m = (1 - lam) * ce_mf + lam * ce_mb
         (ce_d + loss_m).backward()
         t_head = time.perf_counter() - t1
-        return dict(dflash=float(ce_d), domino=float(loss_m), domino_final=float(ce_mf),
-                    domino_base=float(ce_mb), rows_d=int(len(ld)), rows_m=int(len(lm)),
+        return dict(dflash=float(ce_d.detach()), domino=float(loss_m.detach()), domino_final=float(ce_mf.detach()),
+                    domino_base=float(ce_mb.detach()), rows_d=int(len(ld)), rows_m=int(len(lm)),
                     t_feat=t_feat, t_bb=t_bb, t_head=t_head)
 
     # --- held-out evaluation ------------------------------------------------------------

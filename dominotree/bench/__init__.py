@@ -1,0 +1,3 @@
+"""The benchmark harness: ``python -m dominotree bench`` (``run``), the verify-cost profiler for the
+adaptive budgets (``cost``, ``python -m dominotree profile-cost``), prompt sets and the paper's
+datasets (``datasets``), paired-bootstrap statistics (``stats``) and figures (``figures``)."""

@@ -1,0 +1,215 @@
+"""Benchmark figures, PNG and PDF (plotly + kaleido; kaleido drives the system Chromium).
+
+From a ``run.summarize`` result:
+- ``speedup``: speedup over ``ar`` by method and category (one panel per temperature);
+- ``tau_hist``: the accept-length histogram per method (fraction of rounds, first temperature);
+- ``stages``: mean ms per round of draft / build / verify / commit, stacked, per method;
+- ``budget_curve``: tau and speedup against the node budget (methods run at 2+ budgets);
+- ``adaptive_budget``: the per-round budget chosen by caddtree / condadaptive, with the share of
+  rounds that hit the maximum (the CondAdaptive saturation of the paper).
+All images of a run are written in one kaleido batch (one browser start).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..config import STAGES
+from . import stats
+
+STAGE_COLORS = {"draft": "#0072B2", "build": "#E69F00", "verify": "#009E73", "commit": "#CC79A7"}
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000", "#999999",
+           "#882255", "#44AA99", "#117733"]
+_FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
+ADAPTIVE = ("caddtree", "condadaptive")
+
+
+def _layout(fig: go.Figure, title: str, hardware: str = "", width: int = 900, height: int = 450) -> go.Figure:
+    sub = f"<br><sup>{hardware}</sup>" if hardware else ""
+    fig.update_layout(title=dict(text=title + sub, x=0.01), font=_FONT, template="plotly_white", width=width,
+                      height=height, margin=dict(l=60, r=20, t=70, b=60), legend=dict(orientation="v"))
+    return fig
+
+
+def _colors(labels):
+    return {l: PALETTE[i % len(PALETTE)] for i, l in enumerate(labels)}
+
+
+def speedup_figure(res: dict, hardware: str = "") -> go.Figure | None:
+    df = res["summary"]
+    if not len(df) or df["speedup"].isna().all():
+        return None
+    temps = res["temps"]
+    labels = [l for l in res["labels"] if l != "ar"]
+    col = _colors(labels)
+    fig = make_subplots(rows=1, cols=len(temps), subplot_titles=[f"T = {t}" for t in temps], shared_yaxes=True)
+    for j, t in enumerate(temps, start=1):
+        sub = df[(df["temperature"] == float(t)) & ~df["scope"].str.startswith("[")]
+        scopes = ["overall"] + sorted(s for s in sub["scope"].unique() if s != "overall")
+        for lab in labels:
+            d = sub[sub["label"] == lab].set_index("scope")
+            ys = [float(d.loc[s, "speedup"]) if s in d.index and d.loc[s, "speedup"] == d.loc[s, "speedup"]
+                  else None for s in scopes]
+            fig.add_trace(go.Bar(name=lab, x=scopes, y=ys, marker_color=col[lab], showlegend=j == 1,
+                                 legendgroup=lab, text=[f"{y:.2f}" if y is not None else "" for y in ys],
+                                 textposition="outside"), row=1, col=j)
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#666")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="speedup over ar (x)", row=1, col=1)
+    return _layout(fig, "Speedup over autoregressive decoding, by category", hardware,
+                   width=max(700, 380 * len(temps)))
+
+
+def tau_histogram(res: dict, hardware: str = "") -> go.Figure | None:
+    recs = res["records"]
+    t0 = res["temps"][0]
+    labels = res["labels"]
+    col = _colors([l for l in labels if l != "ar"])
+    acc = {l: [] for l in labels}
+    for r in recs:
+        if str(float(r["temperature"])) == t0 and r["label"] in acc:
+            for c in r["choices"]:
+                acc[r["label"]] += c["accept_lengths"]
+    top = max((max(v) for v in acc.values() if v), default=1)
+    fig = go.Figure()
+    for lab in labels:
+        if lab == "ar" or not acc[lab]:
+            continue
+        h = stats.accept_histogram(acc[lab], top)
+        fig.add_trace(go.Bar(name=f"{lab} (tau {stats.mean(acc[lab]):.2f})", x=list(range(1, top + 1)), y=h[1:],
+                             marker_color=col[lab]))
+    if not fig.data:
+        return None
+    fig.update_layout(barmode="group", xaxis_title="tokens committed per round (accepted drafts + bonus)",
+                      yaxis_title="fraction of rounds", xaxis=dict(dtick=1))
+    return _layout(fig, f"Accept-length histogram (T = {t0})", hardware)
+
+
+def stage_figure(res: dict, hardware: str = "") -> go.Figure | None:
+    df = res["summary"]
+    t0 = float(res["temps"][0])
+    sub = df[(df["temperature"] == t0) & (df["scope"] == "overall")]
+    if not len(sub):
+        return None
+    labels = list(sub["label"])
+    fig = go.Figure()
+    for s in STAGES:
+        fig.add_trace(go.Bar(name=s, x=labels, y=[float(v) for v in sub[f"{s}_ms"]], marker_color=STAGE_COLORS[s]))
+    tot = [sum(float(r[f"{s}_ms"]) for s in STAGES) for _, r in sub.iterrows()]
+    fig.add_trace(go.Scatter(x=labels, y=tot, mode="text", showlegend=False,
+                             text=[f"tau {r['tau']:.2f}<br>{r['tokens_per_s']:.1f} tok/s" for _, r in sub.iterrows()],
+                             textposition="top center"))
+    fig.update_layout(barmode="stack", yaxis_title="ms per round (mean)",
+                      yaxis=dict(range=[0, max(tot + [1e-3]) * 1.3]))
+    return _layout(fig, f"Stage time per round (T = {res['temps'][0]})", hardware)
+
+
+def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
+    df = res["summary"]
+    t0 = float(res["temps"][0])
+    sub = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] != "ar")
+             & ~df["method"].isin(ADAPTIVE)]
+    if not len(sub):
+        return None
+    sub = sub[sub["corr_topm"] == sub.groupby("method")["corr_topm"].transform("first")]
+    methods = [m for m in sub["method"].unique() if sub[sub["method"] == m]["budget"].nunique() >= 2]
+    if not methods:
+        return None
+    col = _colors(methods)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["tau", "speedup over ar"])
+    for m in methods:
+        d = sub[sub["method"] == m].sort_values("budget")
+        for j, y in enumerate(("tau", "speedup"), start=1):
+            fig.add_trace(go.Scatter(x=[int(b) for b in d["budget"]], y=[float(v) if v == v else None for v in d[y]],
+                                     mode="lines+markers", name=m, marker_color=col[m], legendgroup=m,
+                                     showlegend=j == 1), row=1, col=j)
+    fig.update_xaxes(type="log", title_text="node budget", tickvals=sorted({int(b) for b in sub["budget"]}))
+    return _layout(fig, f"Budget curve (T = {res['temps'][0]})", hardware, width=1000)
+
+
+def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
+    recs = res["records"]
+    t0 = res["temps"][0]
+    nodes, maxb = {}, {}
+    for r in recs:
+        if r["method"] in ADAPTIVE and str(float(r["temperature"])) == t0:
+            for c in r["choices"]:
+                nodes.setdefault(r["label"], []).extend(c.get("tree_nodes", []))
+            maxb[r["label"]] = r["budget"]
+    if not nodes:
+        return None
+    col = _colors(list(nodes))
+    fig = go.Figure()
+    for lab, ns in nodes.items():
+        hit = sum(n >= maxb[lab] for n in ns) / max(len(ns), 1)
+        top = max(maxb[lab], max(ns, default=0))
+        counts = [0] * (top + 1)
+        for n in ns:
+            counts[min(n, top)] += 1
+        fig.add_trace(go.Bar(name=f"{lab}: max {maxb[lab]}, hits max in {hit:.0%} of {len(ns)} rounds",
+                             x=list(range(top + 1)), y=[c / max(len(ns), 1) for c in counts], marker_color=col[lab]))
+        fig.add_vline(x=maxb[lab], line_dash="dot", line_color=col[lab])
+    fig.update_layout(barmode="group", xaxis_title="tree nodes chosen per round", yaxis_title="fraction of rounds",
+                      legend=dict(orientation="h", y=-0.25))
+    return _layout(fig, f"Adaptive budget distribution (T = {t0})", hardware, height=500)
+
+
+FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage_figure,
+           "budget_curve": budget_curve, "adaptive_budget": adaptive_budget_figure}
+
+
+def build_figures(res: dict, hardware: str = "") -> dict[str, go.Figure]:
+    out = {}
+    for name, fn in FIGURES.items():
+        fig = fn(res, hardware)
+        if fig is not None:
+            out[name] = fig
+    return out
+
+
+def _hardware(res: dict) -> str:
+    for r in res.get("records", [])[:1]:
+        hw = r.get("hardware") or {}
+        dev = hw.get("gpu") or hw.get("cpu") or hw.get("device", "")
+        thr = f", {hw['torch_threads']} threads" if hw.get("torch_threads") and not hw.get("gpu") else ""
+        return f"{r.get('preset', '')} {r.get('dtype', '')} on {dev}{thr}".strip()
+    return ""
+
+
+def make_figures(res: dict, folder: str | Path, formats=("png", "pdf")) -> list[Path]:
+    """Write every applicable figure as PNG and PDF; returns the written paths.
+
+    Without a working kaleido/Chromium the figures are written as standalone HTML instead and a
+    warning says so (the benchmark itself never fails on figures).
+    """
+    import plotly.io as pio
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    figs = build_figures(res, _hardware(res))
+    if not figs:
+        return []
+    items, paths = [], []
+    for name, fig in figs.items():
+        for fmt in formats:
+            items.append(fig)
+            paths.append(folder / f"{re.sub(r'[^a-z0-9_]+', '_', name)}.{fmt}")
+    try:
+        if hasattr(pio, "write_images"):
+            pio.write_images(items, [str(p) for p in paths])
+        else:   # older plotly: one browser start per image
+            for fig, p in zip(items, paths):
+                fig.write_image(str(p))
+        return paths
+    except Exception as e:   # no kaleido / no Chromium: keep the figures as HTML
+        print(f"warning: static figure export failed ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__}); "
+              f"writing HTML figures instead", file=sys.stderr)
+        out = []
+        for name, fig in figs.items():
+            p = folder / f"{name}.html"
+            fig.write_html(str(p), include_plotlyjs=True, full_html=True)
+            out.append(p)
+        return out

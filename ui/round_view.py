@@ -1,0 +1,127 @@
+"""The round view: a scrubber over rounds with autoplay, a caption per stage, the draft tree,
+the conditional-vs-marginal view and the Top-M pruning view. Figures come from
+``dominotree.figures``; this module only picks the round and writes the captions."""
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from dominotree import figures
+from dominotree.layout import token_label
+from dominotree.trace import DecodeTrace, RoundTrace, counterfactual_accept
+
+SHOWS = ("conditional", "marginal")
+
+METHOD_NOTES = {
+    "ar": "plain autoregressive decoding: nothing is drafted, so the tree is only the root",
+    "dflash": "DFlash: one chain, the drafter's greedy token at every depth",
+    "domino": "Domino: one chain, each token corrected given the tokens before it",
+    "ddtree": "DDTree: best-first tree over the drafter's per-depth (marginal) log-probs",
+    "caddtree": "CaDDTree: DDTree with a cost-aware adaptive budget",
+    "marg": "best-first tree; every node at a depth offers the same top-K (marginal) menu",
+    "condstatic": "best-first tree over menus corrected along the greedy path only",
+    "dominotree": "DominoTree: best-first tree; each node's children are re-scored given its own path "
+                  "(conditional scores)",
+    "condadaptive": "DominoTree with a cost-aware adaptive budget",
+}
+
+
+def tok_html(tok: int, token_text: dict | None) -> str:
+    """A model token as inline HTML: printable label, escaped, in a code span."""
+    return f"<code>{html.escape(token_label(tok, token_text, 16))}</code>"
+
+
+def captions_html(trace: DecodeTrace, rt: RoundTrace) -> str:
+    """Four short captions, one per stage, with this round's numbers (tokens escaped)."""
+    tt, ms, tree = trace.token_text, rt.stage_ms, rt.tree
+    cfg = trace.config.get("tree", {}) if isinstance(trace.config, dict) else {}
+    k = len(rt.accepted) - 1
+    drafted = tree.num_nodes > 0
+    if rt.method == "ar":
+        draft = "No drafter: plain autoregressive decoding proposes nothing."
+        build = "The tree is the root alone (the last committed token)."
+    else:
+        m = len(rt.candidates[0]) if rt.candidates else cfg.get("corr_topm", "?")
+        draft = (f"The drafter read the target's hidden states and proposed a distribution for each of the "
+                 f"next {len(rt.candidates) or '?'} positions in one forward pass; it keeps the Top-M = {m} "
+                 f"candidates per depth.")
+        build = (f"{html.escape(METHOD_NOTES.get(rt.method, rt.method))}. "
+                 f"{tree.num_nodes} nodes, {max(tree.depths)} deep"
+                 + (f", K = {cfg.get('node_topk')} children per expanded node" if rt.menus else "") + ".")
+    verify = (f"The target scored all {len(tree.tokens)} rows in one forward pass, each row attending only "
+              f"to its ancestors (the tree attention mask).")
+    path = " ".join(tok_html(tree.tokens[i], tt) for i in rt.accepted[1:])
+    if k:
+        commit = (f"Walking down from the root, {k} draft token{'s' if k > 1 else ''} matched the target "
+                  f"({path}); then the target's own next token {tok_html(rt.bonus, tt)} was added as the "
+                  f"bonus: <b>{k + 1} tokens committed</b>.")
+    else:
+        commit = (f"{'No draft token matched the target' if drafted else 'Nothing to match'}; the target's "
+                  f"own token {tok_html(rt.bonus, tt)} is committed as the bonus: <b>1 token</b>.")
+    if rt.marginal_tree is not None and rt.method not in ("ddtree", "marg"):
+        n_m, exact = counterfactual_accept(rt.marginal_tree, rt.committed)
+        commit += (f" The marginal tree on the same block would have accepted {'' if exact else '≥'}{n_m} "
+                   f"draft token{'s' if n_m != 1 else ''}.")
+    rows = [("1 · Draft", "draft", draft), ("2 · Build", "build", build),
+            ("3 · Verify", "verify", verify), ("4 · Commit", "commit", commit)]
+    items = "".join(f'<li class="dt-stage dt-stage-{key}"><b>{name}</b> '
+                    f'<span class="dt-ms">{float(ms.get(key, 0.0)):.1f} ms</span><br>{text}</li>'
+                    for name, key, text in rows)
+    head = (f"<b>Round {rt.round}</b> of {len(trace.rounds)} · {html.escape(trace.method)} · "
+            f"position {rt.start} · τ this round = {rt.accept_len}")
+    return f'<div class="dt-captions" aria-live="polite"><div>{head}</div><ol>{items}</ol></div>'
+
+
+def pick(traces: dict, focus: str | None) -> DecodeTrace | None:
+    if not traces:
+        return None
+    return traces.get(focus) or traces[list(traces)[-1]]
+
+
+def clamp_round(trace: DecodeTrace | None, idx) -> int:
+    if trace is None or not trace.rounds:
+        return 0
+    return max(0, min(int(idx or 0), len(trace.rounds) - 1))
+
+
+EMPTY_CAPTION = ('<div class="dt-captions" aria-live="polite">Run a prompt (or import a trace) to see its '
+                 'rounds here. Each round has four stages: <b>draft</b>, <b>build</b>, <b>verify</b>, '
+                 '<b>commit</b>.</div>')
+
+
+def render_round(traces: dict, focus: str | None, idx, show: str, light: bool = False) -> list:
+    """Outputs for [round slider, captions, tree, mvc, topm]. ``light`` (while decoding) skips
+    the two secondary views so rendering never holds up the decoder for long."""
+    trace = pick(traces, focus)
+    if trace is None or not trace.rounds:
+        return [gr.Slider(minimum=0, maximum=0, value=0), EMPTY_CAPTION, None, None, None]
+    i = clamp_round(trace, idx)
+    rt = trace.rounds[i]
+    show = show if show in SHOWS else "conditional"
+    slider = gr.Slider(minimum=0, maximum=max(len(trace.rounds) - 1, 1), value=i, step=1,
+                       label=f"Round ({len(trace.rounds)} rounds · {trace.method})")
+    tree = figures.tree_figure(rt, trace.token_text, show=show)
+    if light:
+        return [slider, captions_html(trace, rt), tree, gr.skip(), gr.skip()]
+    return [slider, captions_html(trace, rt), tree,
+            figures.marginal_vs_conditional_figure(rt, trace.token_text),
+            figures.topm_figure(rt, trace.token_text)]
+
+
+def build_round_view() -> dict:
+    with gr.Row(equal_height=True):
+        focus = gr.Radio([], label="Inspect run", elem_id="focus", scale=3)
+        show = gr.Radio(list(SHOWS), value="conditional", label="Colour tree nodes by", elem_id="colour-by", scale=2)
+    with gr.Row(equal_height=True):
+        round_ = gr.Slider(0, 1, value=0, step=1, label="Round", elem_id="round", scale=5)
+        play = gr.Button("▶ Play", elem_id="play", scale=0, min_width=90)
+        speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed", scale=2)
+    timer = gr.Timer(1.0, active=False)
+    captions = gr.HTML(EMPTY_CAPTION, elem_id="captions")
+    tree = gr.Plot(label="Draft tree (hover a node: token, depth, conditional vs marginal log-prob, "
+                         "Top-M rank, children menu)", elem_id="tree")
+    mvc = gr.Plot(label="Conditional vs marginal tree on the same block", elem_id="mvc")
+    topm = gr.Plot(label="Top-M pruning per depth", elem_id="topm")
+    return dict(focus=focus, show=show, round=round_, play=play, speed=speed, timer=timer,
+                captions=captions, tree=tree, mvc=mvc, topm=topm)

@@ -1,0 +1,43 @@
+"""Summary of a run or comparison: per-method table (τ, tokens/s, speedup over ar when ar ran),
+acceptance-length histogram, per-depth acceptance, per-round stage timing and builder timing."""
+from __future__ import annotations
+
+import gradio as gr
+
+from dominotree import figures
+
+from .round_view import pick
+
+METRICS = ("τ (tau) = tokens committed per round, accepted drafts + the bonus token. tokens/s = new tokens "
+           "/ wall time of the run on this machine. Speedup is over the `ar` run of the same comparison "
+           "(same prompt and settings), only when `ar` ran. Stage times are measured inside the decoder and "
+           "exclude UI drawing.")
+
+
+def render_summary(traces: dict, focus: str | None) -> list:
+    """Outputs for [table, accept histogram, depth acceptance, timing, builder timing]."""
+    trace = pick(traces, focus)
+    if trace is None:
+        return [None, None, None, None, None]
+    return [figures.summary_table(traces), figures.accept_hist_figure(traces),
+            figures.depth_accept_figure(traces), figures.timing_figure(trace), figures.builder_figure(trace)]
+
+
+def render_timing(traces: dict, focus: str | None) -> list:
+    """Outputs for [timing, builder timing] only (cheap enough to redraw while decoding)."""
+    trace = pick(traces, focus)
+    if trace is None:
+        return [None, None]
+    return [figures.timing_figure(trace), figures.builder_figure(trace)]
+
+
+def build_summary() -> dict:
+    with gr.Row():
+        timing = gr.Plot(label="Per-round stage time", elem_id="timing")
+        builder = gr.Plot(label="Tree builder time", elem_id="builder")
+    gr.Markdown("### Summary\n" + METRICS)
+    table = gr.Dataframe(label="Methods", elem_id="summary", interactive=False, wrap=True)
+    with gr.Row():
+        hist = gr.Plot(label="Acceptance length", elem_id="accept-hist")
+        depth = gr.Plot(label="Acceptance by depth", elem_id="depth-accept")
+    return dict(timing=timing, builder=builder, table=table, hist=hist, depth=depth)
