@@ -15,6 +15,34 @@ from .backend import MAX_METHODS
 from .round_view import SHOWS, clamp_round, pick
 
 ROUND_FORMATS = ("svg", "pdf", "png", "tikz")
+_EXAMPLE = {"path": "trace.json", "orig_name": "trace.json", "meta": {"_type": "gradio.FileData"}}
+
+
+class TraceFile(gr.File):
+    """gr.File whose API-docs example is a local name: the stock one is a github URL, and the
+    served page should name no outside address."""
+
+    def get_block_name(self) -> str:
+        return "file"
+
+    def example_payload(self):
+        return [dict(_EXAMPLE)] if self.file_count == "multiple" else dict(_EXAMPLE)
+
+    def example_value(self):
+        return ["trace.json"] if self.file_count == "multiple" else "trace.json"
+
+
+class ExportButton(gr.DownloadButton):
+    """gr.DownloadButton with a local API-docs example (see TraceFile)."""
+
+    def get_block_name(self) -> str:
+        return "downloadbutton"
+
+    def example_payload(self):
+        return dict(_EXAMPLE)
+
+    def example_value(self):
+        return "trace.json"
 
 
 def _stem(s: str) -> str:
@@ -86,12 +114,12 @@ def read_traces(paths) -> dict:
 
 def build_files() -> dict:
     with gr.Row(equal_height=True):
-        svg = gr.DownloadButton("SVG", elem_id="export-svg", size="sm", interactive=False)
-        pdf = gr.DownloadButton("PDF", elem_id="export-pdf", size="sm", interactive=False)
-        png = gr.DownloadButton("PNG", elem_id="export-png", size="sm", interactive=False)
-        tikz = gr.DownloadButton("TikZ", elem_id="export-tikz", size="sm", interactive=False)
-        json_ = gr.DownloadButton("Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False)
-    imp = gr.File(label=f"Import trace JSON to replay (no model needed; up to {MAX_METHODS} files, "
+        svg = ExportButton("SVG", elem_id="export-svg", size="sm", interactive=False)
+        pdf = ExportButton("PDF", elem_id="export-pdf", size="sm", interactive=False)
+        png = ExportButton("PNG", elem_id="export-png", size="sm", interactive=False)
+        tikz = ExportButton("TikZ", elem_id="export-tikz", size="sm", interactive=False)
+        json_ = ExportButton("Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False)
+    imp = TraceFile(label=f"Import trace JSON to replay (no model needed; up to {MAX_METHODS} files, "
                         f"{MAX_TRACE_BYTES // 2**20} MiB each)", file_count="multiple", file_types=[".json"],
                   elem_id="import-trace", height=90)
     return dict(export_svg=svg, export_pdf=pdf, export_png=png, export_tikz=tikz, export_json=json_,

@@ -46,7 +46,7 @@ def build_panes() -> dict:
     with gr.Row(equal_height=False):
         for k in range(MAX_METHODS):
             with gr.Column(visible=False, min_width=220, elem_classes=["dt-pane"]) as col:
-                heads.append(gr.HTML(elem_id=f"pane-{k}-head"))
-                texts.append(gr.HTML(elem_id=f"pane-{k}-text"))
+                heads.append(gr.HTML(label=f"Pane {k + 1} header", show_label=False, elem_id=f"pane-{k}-head"))
+                texts.append(gr.HTML(label=f"Pane {k + 1} text", show_label=False, elem_id=f"pane-{k}-text"))
             cols.append(col)
     return dict(pane_cols=cols, pane_heads=heads, pane_texts=texts)

@@ -95,7 +95,7 @@ def render_round(traces: dict, focus: str | None, idx, show: str, light: bool = 
     the two secondary views so rendering never holds up the decoder for long."""
     trace = pick(traces, focus)
     if trace is None or not trace.rounds:
-        return [gr.Slider(minimum=0, maximum=0, value=0), EMPTY_CAPTION, None, None, None]
+        return [gr.Slider(minimum=0, maximum=1, value=0, label="Round"), EMPTY_CAPTION, None, None, None]
     i = clamp_round(trace, idx)
     rt = trace.rounds[i]
     show = show if show in SHOWS else "conditional"
@@ -118,10 +118,15 @@ def build_round_view() -> dict:
         play = gr.Button("▶ Play", elem_id="play", scale=0, min_width=90)
         speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed", scale=2)
     timer = gr.Timer(1.0, active=False)
-    captions = gr.HTML(EMPTY_CAPTION, elem_id="captions")
-    tree = gr.Plot(label="Draft tree (hover a node: token, depth, conditional vs marginal log-prob, "
-                         "Top-M rank, children menu)", elem_id="tree")
+    captions = gr.HTML(EMPTY_CAPTION, label="Captions", show_label=False, elem_id="captions")
+    tree = gr.Plot(label="Draft tree", elem_id="tree")
+    gr.Markdown("Hover a node for its token, depth, conditional vs marginal log-prob, Top-M rank and children "
+                "menu. Red: the accepted path; diamond: the bonus token.", elem_classes=["dt-hint"])
+    return dict(focus=focus, show=show, round=round_, play=play, speed=speed, timer=timer,
+                captions=captions, tree=tree)
+
+
+def build_round_details() -> dict:
     mvc = gr.Plot(label="Conditional vs marginal tree on the same block", elem_id="mvc")
     topm = gr.Plot(label="Top-M pruning per depth", elem_id="topm")
-    return dict(focus=focus, show=show, round=round_, play=play, speed=speed, timer=timer,
-                captions=captions, tree=tree, mvc=mvc, topm=topm)
+    return dict(mvc=mvc, topm=topm)

@@ -35,8 +35,13 @@ def _layout(fig: go.Figure, title: str, hardware: str = "", width: int = 900, he
     return fig
 
 
+_COLOR_ORDER: list[str] = []
+
+
 def _colors(labels):
-    return {l: PALETTE[i % len(PALETTE)] for i, l in enumerate(labels)}
+    """One colour per method label, stable across the figures of a run (set by ``build_figures``)."""
+    order = _COLOR_ORDER + [l for l in labels if l not in _COLOR_ORDER]
+    return {l: PALETTE[order.index(l) % len(PALETTE)] for l in labels}
 
 
 def speedup_figure(res: dict, hardware: str = "") -> go.Figure | None:
@@ -57,11 +62,15 @@ def speedup_figure(res: dict, hardware: str = "") -> go.Figure | None:
             fig.add_trace(go.Bar(name=lab, x=scopes, y=ys, marker_color=col[lab], showlegend=j == 1,
                                  legendgroup=lab, text=[f"{y:.2f}" if y is not None else "" for y in ys],
                                  textposition="outside"), row=1, col=j)
+    top = max([1.0] + [float(v) for v in df["speedup"] if v is not None and v == v])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#666")
     fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, top * 1.18])
     fig.update_yaxes(title_text="speedup over ar (x)", row=1, col=1)
-    return _layout(fig, "Speedup over autoregressive decoding, by category", hardware,
-                   width=max(700, 380 * len(temps)))
+    fig = _layout(fig, "Speedup over autoregressive decoding, by category", hardware,
+                  width=max(700, 380 * len(temps)))
+    fig.update_layout(margin=dict(t=100))
+    return fig
 
 
 def tau_histogram(res: dict, hardware: str = "") -> go.Figure | None:
@@ -154,8 +163,11 @@ def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
                              x=list(range(top + 1)), y=[c / max(len(ns), 1) for c in counts], marker_color=col[lab]))
         fig.add_vline(x=maxb[lab], line_dash="dot", line_color=col[lab])
     fig.update_layout(barmode="group", xaxis_title="tree nodes chosen per round", yaxis_title="fraction of rounds",
-                      legend=dict(orientation="h", y=-0.25))
-    return _layout(fig, f"Adaptive budget distribution (T = {t0})", hardware, height=500)
+                      )
+    fig = _layout(fig, f"Adaptive budget distribution (T = {t0})", hardware, height=520)
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"),
+                      margin=dict(b=140))
+    return fig
 
 
 FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage_figure,
@@ -163,6 +175,7 @@ FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage
 
 
 def build_figures(res: dict, hardware: str = "") -> dict[str, go.Figure]:
+    _COLOR_ORDER[:] = [l for l in res.get("labels", []) if l != "ar"]
     out = {}
     for name, fn in FIGURES.items():
         fig = fn(res, hardware)

@@ -383,6 +383,8 @@ def _lossless_rows(by: dict, temps: list[str], labels: list[str]) -> list[dict]:
             continue
         ar = by[(t, "ar")]
         for lab in labels:
+            if lab == "ar":
+                continue
             for qid, rec in by.get((t, lab), {}).items():
                 if qid not in ar:
                     continue
@@ -408,6 +410,11 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     recs = read_answers(out)
     if not recs:
         raise _user_error(f"no benchmark records under {out / 'answers'}")
+    if order is None:
+        try:
+            order = [m["label"] for m in json.loads((out / "run.json").read_text())["methods"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            order = None
     by = _per_prompt(recs)
     temps = sorted({k[0] for k in by}, key=float)
     labels = _label_order(recs, order)

@@ -1,0 +1,59 @@
+"""The DominoTree explorer (Gradio 6). ``build_app(backend)`` lays out the page from the
+``build_*`` modules and wires the events; ``launch_kwargs()`` holds the offline-safe launch
+settings (theme with system fonts only, local CSS, upload size limit, no share link).
+
+    demo = build_app(Backend())
+    demo.launch(server_name="127.0.0.1", **launch_kwargs())
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from dominotree.presets import ASSETS
+from dominotree.trace import MAX_TRACE_BYTES
+
+from .backend import Backend
+from .controls import build_controls
+from .events import status_html, wire
+from .files import build_files
+from .panes import build_panes
+from .round_view import build_round_details, build_round_view
+from .summary import build_summary
+
+INTRO = """# DominoTree explorer
+Speculative decoding, one round at a time: a small **drafter** proposes a tree of continuations, the
+**target** checks every branch in one forward pass, and the longest branch it agrees with is kept (plus
+one **bonus** token of its own). Pick methods, run a prompt, then scrub the rounds below.
+"""
+
+SYSTEM_SANS = ["system-ui", "-apple-system", "Segoe UI", "DejaVu Sans", "Helvetica", "Arial", "sans-serif"]
+SYSTEM_MONO = ["DejaVu Sans Mono", "Menlo", "Consolas", "monospace"]
+
+
+def launch_kwargs() -> dict:
+    """Settings for ``demo.launch``: no external fonts, no share link, bounded uploads."""
+    return dict(theme=gr.themes.Default(font=SYSTEM_SANS, font_mono=SYSTEM_MONO),
+                css_paths=[ASSETS / "style.css"], share=False, max_file_size=MAX_TRACE_BYTES,
+                footer_links=["api"], ssr_mode=False)
+
+
+def build_app(backend: Backend | None = None) -> gr.Blocks:
+    backend = backend or Backend()
+    with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
+        gr.Markdown(INTRO)
+        c: dict = {"traces": gr.State({}), "playing": gr.State(False)}
+        c["status"] = gr.HTML(status_html(backend.describe()), label="Status", show_label=False, elem_id="status")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300):
+                c.update(build_controls(backend))
+            with gr.Column(scale=4):
+                c.update(build_panes())
+                c.update(build_round_view())
+                c.update(build_files())
+                c.update(build_round_details())
+                c.update(build_summary())
+        wire(backend, c, demo)
+    return demo
+
+
+__all__ = ["Backend", "build_app", "launch_kwargs"]

@@ -1,0 +1,137 @@
+"""Export of the round on screen (SVG, PDF, PNG, TikZ) and of whole runs (trace JSON), and
+import of trace JSON files for replay without a model. Writers are ``dominotree.export``."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import gradio as gr
+
+from dominotree import export
+from dominotree.trace import MAX_TRACE_BYTES, TraceError, load_trace
+
+from .backend import MAX_METHODS
+from .round_view import SHOWS, clamp_round, pick
+
+ROUND_FORMATS = ("svg", "pdf", "png", "tikz")
+_EXAMPLE = {"path": "trace.json", "orig_name": "trace.json", "meta": {"_type": "gradio.FileData"}}
+
+from gradio.events import Dependency
+
+class TraceFile(gr.File):
+    """gr.File whose API-docs example is a local name: the stock one is a github URL, and the
+    served page should name no outside address."""
+
+    def get_block_name(self) -> str:
+        return "file"
+
+    def example_payload(self):
+        return [dict(_EXAMPLE)] if self.file_count == "multiple" else dict(_EXAMPLE)
+
+    def example_value(self):
+        return ["trace.json"] if self.file_count == "multiple" else "trace.json"
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+class ExportButton(gr.DownloadButton):
+    """gr.DownloadButton with a local API-docs example (see TraceFile)."""
+
+    def get_block_name(self) -> str:
+        return "downloadbutton"
+
+    def example_payload(self):
+        return dict(_EXAMPLE)
+
+    def example_value(self):
+        return "trace.json"
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+def _stem(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-") or "run"
+
+
+def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str) -> list:
+    """Files for the round on screen, one per format in ROUND_FORMATS (None when nothing shows)."""
+    trace = pick(traces, focus)
+    if trace is None or not trace.rounds:
+        return [None] * len(ROUND_FORMATS)
+    rt = trace.rounds[clamp_round(trace, idx)]
+    show = show if show in SHOWS else "conditional"
+    stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round}-{show}"
+    svg = export.round_svg(rt, trace.token_text, show=show)
+    out = {"svg": svg.encode("utf-8"), "tikz": export.round_tikz(rt, trace.token_text, show=show).encode("utf-8")}
+    try:
+        out["pdf"], out["png"] = export.round_pdf(svg), export.round_png(svg)
+    except RuntimeError as e:       # cairosvg/libcairo missing: SVG and TikZ still work
+        gr.Warning(str(e))
+    paths = []
+    for fmt in ROUND_FORMATS:
+        if fmt not in out:
+            paths.append(None)
+            continue
+        p = stem.with_suffix(".tex" if fmt == "tikz" else f".{fmt}")
+        p.write_bytes(out[fmt])
+        paths.append(str(p))
+    return paths
+
+
+def write_trace(folder: Path, traces: dict, focus: str | None) -> str | None:
+    trace = pick(traces, focus)
+    if trace is None:
+        return None
+    p = folder / f"dominotree-{_stem(trace.method)}-trace.json"
+    trace.to_json(p)
+    return str(p)
+
+
+def read_traces(paths) -> dict:
+    """Validated traces from uploaded files; raises gr.Error (and changes nothing) on any problem."""
+    if not paths:
+        raise gr.Error("no file received")
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if len(paths) > MAX_METHODS:
+        raise gr.Error(f"import at most {MAX_METHODS} traces at once (got {len(paths)})")
+    out: dict = {}
+    for p in paths:
+        p = Path(getattr(p, "name", p))
+        name = p.name[:80]
+        try:
+            if p.stat().st_size > MAX_TRACE_BYTES:
+                raise TraceError(f"file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
+            trace = load_trace(p)
+            if trace.rounds:      # a trace that loads but cannot be drawn is refused too
+                from dominotree import figures
+                figures.tree_figure(trace.rounds[0], trace.token_text)
+        except TraceError as e:
+            raise gr.Error(f"{name}: {e}", title="Trace not imported") from None
+        except Exception as e:  # noqa: BLE001 - any other defect of an untrusted file
+            raise gr.Error(f"{name}: malformed trace ({type(e).__name__}: {e})", title="Trace not imported") from None
+        key, n = trace.method, 2
+        while key in out:
+            key, n = f"{trace.method} ({n})", n + 1
+        out[key] = trace
+    return out
+
+
+def build_files() -> dict:
+    with gr.Row(equal_height=True):
+        svg = ExportButton("SVG", elem_id="export-svg", size="sm", interactive=False)
+        pdf = ExportButton("PDF", elem_id="export-pdf", size="sm", interactive=False)
+        png = ExportButton("PNG", elem_id="export-png", size="sm", interactive=False)
+        tikz = ExportButton("TikZ", elem_id="export-tikz", size="sm", interactive=False)
+        json_ = ExportButton("Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False)
+    imp = TraceFile(label=f"Import trace JSON to replay (no model needed; up to {MAX_METHODS} files, "
+                        f"{MAX_TRACE_BYTES // 2**20} MiB each)", file_count="multiple", file_types=[".json"],
+                  elem_id="import-trace", height=90)
+    return dict(export_svg=svg, export_pdf=pdf, export_png=png, export_tikz=tikz, export_json=json_,
+                import_trace=imp)
