@@ -44,8 +44,9 @@ class _Clock:
 class Decoder:
     """Decodes prompts with any method on a loaded ``Pair``. Holds no per-request state."""
 
-    def __init__(self, pair: Pair, cost_model=None):
+    def __init__(self, pair: Pair, cost_model=None, annotate: bool = True):
         self.pair = pair
+        self.annotate_rounds = annotate  # trace-only extras (Top-M lists, marginal tree); off in benchmarks
         self.target = pair.target
         self.cost_model = cost_model   # verify-cost model for the adaptive budgets (caddtree, condadaptive)
         self._text_cache: dict[int, str] = {}
@@ -142,7 +143,7 @@ class Decoder:
                             temperature=float(cfg.temperature), tree=tree, target_tokens=post,
                             accepted=accepted, bonus=bonus, stage_ms=dict(clock.ms),
                             menus=built.menus, build_ab=ab_info, extra=dict(built.extra))
-            if block is not None:
+            if block is not None and self.annotate_rounds:
                 self.annotate(rt, block, scorer, cfg)
             yield rt, committed
             start += len(accepted)

@@ -22,18 +22,22 @@ def tiny(tmp_path_factory):
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                   max_position_embeddings=512, tie_word_embeddings=True)
+                                   max_position_embeddings=512, tie_word_embeddings=True,
+                                   initializer_range=0.3)  # larger embeddings: peaked logits are reachable
     model = transformers.LlamaForCausalLM(cfg).eval()
     model.save_pretrained(root / "target")
     data = root / "data"
     data.mkdir()
     rng = random.Random(0)
+    succ = list(range(20, VOCAB))
+    rng.shuffle(succ)  # answers follow a fixed successor map, so a drafter can learn them
     with open(data / "shard-00000.jsonl", "w") as f:
         for i in range(10):
             pl = rng.randint(5, 12)
-            # answers with structure (a repeated pattern) so a drafter can learn something
-            pat = [rng.randint(20, VOCAB - 1) for _ in range(5)]
-            ans = [pat[j % 5] for j in range(rng.randint(20, 40))] + [2]
+            ans = [rng.randint(20, VOCAB - 1)]
+            for _ in range(rng.randint(20, 40)):
+                ans.append(succ[ans[-1] - 20])
+            ans.append(2)
             ids = [1] + [rng.randint(20, VOCAB - 1) for _ in range(pl - 1)] + ans
             f.write(json.dumps({"id": f"x{i}", "category": "chat", "sampled": i % 3 == 0,
                                 "prompt_len": pl, "ids": ids}) + "\n")
@@ -113,11 +117,11 @@ def test_losses_decrease_on_repeated_batch(tiny):
     assert hist[0]["rows_d"] > 0 and hist[0]["rows_m"] > 0
     # same rows every step (same anchors, same row sample): a plain optimisation check
     first, last = hist[0], hist[-1]
-    assert last["dflash"] < first["dflash"] - 0.4, (first, last)
-    assert last["domino_base"] < first["domino_base"] - 0.2, (first, last)
+    assert last["dflash"] < 0.6 * first["dflash"], (first, last)
+    assert last["domino_base"] < 0.6 * first["domino_base"], (first, last)
     # the GRU sees the true previous tokens, so the corrected loss falls far below the base
     assert last["domino_final"] < 0.75 * first["domino_final"], (first, last)
-    assert last["domino_final"] < last["domino_base"] - 0.5, (first, last)
+    assert last["domino_final"] < last["domino_base"] - 0.3, (first, last)
     # the correction head learned something once lambda reached 0
     assert m.embed_proj[2].weight.abs().sum() > 0
     r = tr.evaluate([(s, [s.prompt_len, s.prompt_len + 3]) for s in batch])
@@ -128,7 +132,7 @@ def test_main_saves_loadable_checkpoints(tiny, tmp_path):
     out_d, out_m, log = tmp_path / "dflash", tmp_path / "domino", tmp_path / "log.txt"
     rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"), "--out-dflash", str(out_d),
                  "--out-domino", str(out_m), "--max-steps", "3", "--time-budget-min", "5", "--log", str(log),
-                 "--n-eval", "2", *ARGS])
+                 "--n-eval", "2", "--summary-md", str(tmp_path / "README.md"), *ARGS])
     assert rc == 0
     d, m = load_drafter(out_d), load_drafter(out_m)
     assert d.cfg.kind == "dflash" and not d.cfg.shift_label and d.cfg.block_size == 16
@@ -141,4 +145,31 @@ def test_main_saves_loadable_checkpoints(tiny, tmp_path):
     assert "eval step 0" in text and "saved (final) step 3" in text
     done = json.loads(text.strip().splitlines()[-1].split("done: ", 1)[1])
     assert done["steps"] == 3 and done["acc_dflash"] >= 1.0
+    assert "held-out greedy chain acceptance" in (tmp_path / "README.md").read_text()
     assert not (tmp_path / "dflash.tmp").exists() and not (tmp_path / "dflash.old").exists()
+
+
+def test_packed_blocks_equal_decode_time_forward(tiny):
+    """Many anchors in one masked forward == one decode-style forward per anchor (context =
+    positions < p, block at p..p+B-1, no mask), rows and GRU states included."""
+    a, target, d, m = _setup(tiny, ["--no-amp"])
+    target = target.float()
+    tr = T.Trainer(a, target, d, m)
+    seq = T.read_data(a.data)[0]
+    anchors = [seq.prompt_len, seq.prompt_len + 5, len(seq.ids) - 3]
+    blk = T.make_blocks(seq, anchors, 16, a.mask_token_id)
+    feats = tr.feats(seq)
+    with torch.no_grad():
+        z_d, z_m, s = tr._backbones(feats, blk)
+        emb = target.get_input_embeddings()
+        for j, p in enumerate(sorted(anchors)):
+            ids = torch.full((16,), a.mask_token_id)
+            ids[0] = seq.ids[p]
+            for model, z in ((d, z_d), (m, z_m)):
+                ref = model(feats[:, :p], emb(ids)[None], torch.arange(p), torch.arange(p, p + 16))[0]
+                torch.testing.assert_close(z[16 * j:16 * (j + 1)], ref, atol=1e-4, rtol=1e-4)
+            # GRU state after consuming x_p .. x_{p+i}, as the decoder's gru_step chain builds it
+            st = None
+            for i in range(3):
+                st = m.gru_step(emb(seq.ids[p + i:p + i + 1]), st)
+                torch.testing.assert_close(s[16 * j + i], st[0], atol=1e-5, rtol=1e-5)

@@ -15,10 +15,10 @@ from dominotree.trace import MAX_TRACE_BYTES
 from .backend import Backend
 from .controls import build_controls
 from .events import status_html, wire
-from .files import build_files
+from .files import build_exports, build_import
 from .panes import build_panes
 from .round_view import build_round_details, build_round_view
-from .summary import build_summary
+from .summary import build_summary, build_timing
 
 INTRO = """# DominoTree explorer
 Speculative decoding, one round at a time: a small **drafter** proposes a tree of continuations, the
@@ -46,11 +46,16 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 c.update(build_controls(backend))
+                c.update(build_import())
             with gr.Column(scale=4):
                 c.update(build_panes())
                 c.update(build_round_view())
-                c.update(build_files())
-                c.update(build_round_details())
+                c.update(build_exports())
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        c.update(build_round_details())
+                    with gr.Column(scale=2):
+                        c.update(build_timing())
                 c.update(build_summary())
         wire(backend, c, demo)
     return demo

@@ -9,7 +9,6 @@ before the next round.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import shutil
 import tempfile
 import threading
@@ -139,12 +138,13 @@ class Job:
 class Backend:
     """Holds the loaded pair and its Decoder. Loading is lazy (first run or Load)."""
 
-    def __init__(self, choice: ModelChoice | None = None):
+    def __init__(self, choice: ModelChoice | None = None, decoder=None):
+        """``decoder``: an already loaded Decoder for ``choice`` (tests share one)."""
         from dominotree.presets import default_device
         self.choice = choice or ModelChoice(preset=default_preset(), device=default_device())
         self.model_lock = threading.Lock()      # one model job at a time (loading or decoding)
-        self._decoder = None
-        self._loaded: ModelChoice | None = None
+        self._decoder = decoder
+        self._loaded: ModelChoice | None = self.choice if decoder is not None else None
         self._stops: dict[str, threading.Event] = {}
         self._dirs: dict[str, Path] = {}
 
@@ -220,19 +220,15 @@ class Backend:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_loop(job: Job, min_interval: float):
-    """Yield the job's snapshots, at most one per ``min_interval`` seconds, and the last one."""
+def wait_loop(job: Job, interval):
+    """Yield the job's snapshots, at most one per ``interval()`` seconds, and the last one."""
     seen, last = -1, 0.0
     while True:
-        job.wait(min_interval)
+        job.wait(interval())
         done = job.done.is_set()
         now = time.perf_counter()
-        if job.version != seen and job.latest is not None and (done or now - last >= min_interval):
+        if job.version != seen and job.latest is not None and (done or now - last >= interval()):
             seen, last = job.version, now
             yield job.latest
         if done:
             return
-
-
-def has_module(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None

@@ -5,7 +5,7 @@ import json
 
 import gradio as gr
 
-from dominotree.config import BUILDERS, DecodeConfig, TreeConfig
+from dominotree.config import BUILDERS, ConfigError, DecodeConfig, TreeConfig
 from dominotree.presets import ASSETS
 
 from . import backend as be
@@ -21,10 +21,34 @@ def example_prompts(limit: int = 12) -> list[str]:
         return []
 
 
-def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder) -> DecodeConfig:
+NO_AB = "none"
+
+
+def available_builders() -> list[str]:
+    """Builders whose code imports here (the graph/frontier ones may be missing or partial)."""
+    from dominotree.builders import get_builder
+    out = []
+    for name in BUILDERS:
+        try:
+            get_builder(name)
+            out.append(name)
+        except Exception:  # noqa: BLE001 - an unavailable builder is simply not offered
+            pass
+    return out
+
+
+def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder,
+                  ab_builder=NO_AB) -> DecodeConfig:
     """Slider values -> DecodeConfig (raises ConfigError with a readable message)."""
+    from dominotree.builders import get_builder
+    for b in (builder, ab_builder):
+        if b not in (None, NO_AB):
+            try:
+                get_builder(b)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
     return DecodeConfig(method=method, temperature=float(temperature), max_new_tokens=int(max_new),
-                        seed=int(seed), builder=builder,
+                        seed=int(seed), builder=builder, ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
                         tree=TreeConfig(budget=int(budget), corr_topm=int(topm), node_topk=int(topk)))
 
 
@@ -55,7 +79,11 @@ def build_controls(backend: be.Backend) -> dict:
         budget = gr.Slider(1, 256, value=32, step=1, label="Budget (tree nodes)", elem_id="budget")
         topm = gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m")
         topk = gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk")
-        builder = gr.Dropdown(list(BUILDERS), value="python", label="Tree builder", elem_id="builder-choice")
+        builders = available_builders()
+        with gr.Row():
+            builder = gr.Dropdown(builders, value="python", label="Tree builder", elem_id="builder-choice")
+            ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
+                                     elem_id="ab-builder", info="dominotree: build each round twice")
     with gr.Accordion("Model", open=False):
         presets = be.available_presets()
         preset = gr.Dropdown(presets + [be.CUSTOM], value=backend.choice.preset or be.CUSTOM,
@@ -71,5 +99,5 @@ def build_controls(backend: be.Backend) -> dict:
         load = gr.Button("Load model", elem_id="load")
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
                 temperature=temperature, seed=seed, max_new=max_new, budget=budget, topm_m=topm, topk=topk,
-                builder_choice=builder, preset=preset, target=target, drafters=drafters, device=device,
+                builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters, device=device,
                 dtype=dtype, load=load)

@@ -14,11 +14,12 @@ from . import backend as be
 from .controls import decode_config, model_choice
 from .files import read_traces, write_round, write_trace
 from .panes import render_panes
-from .round_view import pick, render_round
+from .round_view import advance, pick, render_round
 from .summary import render_summary, render_timing
 
 MODEL_QUEUE = "model"          # every listener that touches the model shares this queue (limit 1)
 STREAM_INTERVAL = 0.5          # seconds between streamed updates, at least
+RENDER_SHARE = 0.25            # and drawing takes at most this share of the time (it shares the GIL)
 
 
 def _session(request: gr.Request | None) -> str:
@@ -53,7 +54,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         return out + render_summary(traces, focus)
 
     # --- run / stop / load (model queue) ----------------------------------------------------
-    def run(prompt, methods, temperature, seed, budget, topm, topk, max_new, builder,
+    def run(prompt, methods, temperature, seed, budget, topm, topk, max_new, builder, ab_builder,
             preset, target, drafters, device, dtype, show, request: gr.Request):
         session = _session(request)
         if not isinstance(prompt, str) or not prompt.strip():
@@ -75,7 +76,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         if not 1 <= max_new <= be.MAX_NEW_TOKENS:
             raise gr.Error(f"Max new tokens must be between 1 and {be.MAX_NEW_TOKENS} (got {max_new}).")
         try:
-            cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder) for m in wanted]
+            cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder)
+                    for m in wanted]
             choice = model_choice(preset, target, drafters, device, dtype)
         except (ConfigError, ValueError, TypeError) as e:
             raise gr.Error(str(e)) from None
@@ -90,7 +92,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         stop = backend.stop_flag(session)
         stop.clear()
         traces: dict = {}
-        interval = STREAM_INTERVAL
+        interval = [STREAM_INTERVAL]     # grows when drawing is slow, so drawing never starves decoding
         for k, cfg in enumerate(cfgs):
             if stop.is_set():
                 break
@@ -101,7 +103,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                 continue
             job = backend.start(session, prompt, cfg)
             try:
-                for snap in be.wait_loop(job, interval):
+                for snap in be.wait_loop(job, lambda: interval[0]):
                     traces[cfg.method] = snap
                     if job.done.is_set():
                         break
@@ -110,7 +112,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                           f"{len(snap.token_ids)}/{max_new} tokens"
                     yield render_all(traces, cfg.method, len(snap.rounds) - 1, show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
-                    interval = max(STREAM_INTERVAL, 2 * (time.perf_counter() - t0))
+                    # Gradio serializes and sends the update before resuming us: that counts too
+                    interval[0] = max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE)
             finally:
                 if not job.done.is_set():      # the client went away: stop at the next round
                     stop.set()
@@ -159,9 +162,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         trace = pick(traces, focus)
         if not is_playing or trace is None:
             return [gr.Timer(active=False), gr.Button("▶ Play"), False, *[gr.skip()] * len(round_out)]
-        nxt = int(idx or 0) + 1
-        at_end = nxt >= len(trace.rounds) - 1
-        nxt = min(nxt, len(trace.rounds) - 1)
+        nxt, at_end = advance(trace, idx)
         head = [gr.Timer(active=False), gr.Button("▶ Play"), False] if at_end else [gr.skip()] * 3
         return [*head, *render_round(traces, focus, nxt, show)]
 
@@ -173,13 +174,16 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         if is_playing:
             return [gr.skip()] * len(exports_out)
         folder = backend.session_dir(_session(request))
-        paths = write_round(folder, traces, focus, idx, show)
         trace = pick(traces, focus)
         key = (_session(request), id(trace), len(trace.rounds) if trace else 0, trace.stopped if trace else "")
-        if key not in json_cache:
-            if len(json_cache) > 64:
-                json_cache.clear()
-            json_cache[key] = write_trace(folder, traces, focus)
+        try:
+            paths = write_round(folder, traces, focus, idx, show)
+            if key not in json_cache:
+                if len(json_cache) > 64:
+                    json_cache.clear()
+                json_cache[key] = write_trace(folder, traces, focus)
+        except FileNotFoundError:          # the session ended (tab closed) while writing
+            return [gr.skip()] * len(exports_out)
         paths.append(json_cache[key])
         return [gr.update(value=p, interactive=p is not None) for p in paths]
 
@@ -192,7 +196,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     # --- listeners ---------------------------------------------------------------------------------
     run_inputs = [c["prompt"], c["methods"], c["temperature"], c["seed"], c["budget"], c["topm_m"], c["topk"],
-                  c["max_new"], c["builder_choice"], c["preset"], c["target"], c["drafters"], c["device"],
+                  c["max_new"], c["builder_choice"], c["ab_builder"], c["preset"], c["target"], c["drafters"], c["device"],
                   c["dtype"], c["show"]]
     view_state = [traces_state, c["focus"], c["round"], c["show"]]
     export_args = dict(fn=exports, inputs=[*view_state, playing], outputs=exports_out,

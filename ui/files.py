@@ -18,31 +18,13 @@ ROUND_FORMATS = ("svg", "pdf", "png", "tikz")
 _EXAMPLE = {"path": "trace.json", "orig_name": "trace.json", "meta": {"_type": "gradio.FileData"}}
 
 
-class TraceFile(gr.File):
-    """gr.File whose API-docs example is a local name: the stock one is a github URL, and the
-    served page should name no outside address."""
-
-    def get_block_name(self) -> str:
-        return "file"
-
-    def example_payload(self):
-        return [dict(_EXAMPLE)] if self.file_count == "multiple" else dict(_EXAMPLE)
-
-    def example_value(self):
-        return ["trace.json"] if self.file_count == "multiple" else "trace.json"
-
-
-class ExportButton(gr.DownloadButton):
-    """gr.DownloadButton with a local API-docs example (see TraceFile)."""
-
-    def get_block_name(self) -> str:
-        return "downloadbutton"
-
-    def example_payload(self):
-        return dict(_EXAMPLE)
-
-    def example_value(self):
-        return "trace.json"
+def _local_examples(component, multiple: bool = False):
+    """Replace a file component's API-docs example (a github URL in stock Gradio) with a local
+    name, so the served page names no outside address. Set on the instance: subclassing a
+    component makes Gradio write a .pyi stub next to this module."""
+    component.example_payload = lambda: [dict(_EXAMPLE)] if multiple else dict(_EXAMPLE)
+    component.example_value = lambda: ["trace.json"] if multiple else "trace.json"
+    return component
 
 
 def _stem(s: str) -> str:
@@ -112,15 +94,20 @@ def read_traces(paths) -> dict:
     return out
 
 
-def build_files() -> dict:
-    with gr.Row(equal_height=True):
-        svg = ExportButton("SVG", elem_id="export-svg", size="sm", interactive=False)
-        pdf = ExportButton("PDF", elem_id="export-pdf", size="sm", interactive=False)
-        png = ExportButton("PNG", elem_id="export-png", size="sm", interactive=False)
-        tikz = ExportButton("TikZ", elem_id="export-tikz", size="sm", interactive=False)
-        json_ = ExportButton("Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False)
-    imp = TraceFile(label=f"Import trace JSON to replay (no model needed; up to {MAX_METHODS} files, "
+def build_exports() -> dict:
+    """Download buttons for the round on screen and for the whole run (filled once a run shows)."""
+    with gr.Row(equal_height=True, elem_classes=["dt-exports"]):
+        gr.Markdown("**Export this round**", elem_classes=["dt-export-label"])
+        buttons = {f"export_{fmt}": _local_examples(gr.DownloadButton(
+            label, elem_id=f"export-{fmt}", size="sm", interactive=False))
+            for fmt, label in [("svg", "SVG"), ("pdf", "PDF"), ("png", "PNG"), ("tikz", "TikZ")]}
+        buttons["export_json"] = _local_examples(gr.DownloadButton(
+            "Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False))
+    return buttons
+
+
+def build_import() -> dict:
+    imp = gr.File(label=f"Replay: import trace JSON (no model needed; up to {MAX_METHODS} files, "
                         f"{MAX_TRACE_BYTES // 2**20} MiB each)", file_count="multiple", file_types=[".json"],
-                  elem_id="import-trace", height=90)
-    return dict(export_svg=svg, export_pdf=pdf, export_png=png, export_tikz=tikz, export_json=json_,
-                import_trace=imp)
+                  elem_id="import-trace", height=120)
+    return dict(import_trace=_local_examples(imp, multiple=True))

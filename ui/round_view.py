@@ -85,6 +85,14 @@ def clamp_round(trace: DecodeTrace | None, idx) -> int:
     return max(0, min(int(idx or 0), len(trace.rounds) - 1))
 
 
+def advance(trace: DecodeTrace | None, idx) -> tuple[int, bool]:
+    """Autoplay step: the next round to show and whether it is the last one (play stops there)."""
+    if trace is None or not trace.rounds:
+        return 0, True
+    nxt = min(clamp_round(trace, idx) + 1, len(trace.rounds) - 1)
+    return nxt, nxt >= len(trace.rounds) - 1
+
+
 EMPTY_CAPTION = ('<div class="dt-captions" aria-live="polite">Run a prompt (or import a trace) to see its '
                  'rounds here. Each round has four stages: <b>draft</b>, <b>build</b>, <b>verify</b>, '
                  '<b>commit</b>.</div>')
@@ -113,10 +121,11 @@ def build_round_view() -> dict:
     with gr.Row(equal_height=True):
         focus = gr.Radio([], label="Inspect run", elem_id="focus", scale=3)
         show = gr.Radio(list(SHOWS), value="conditional", label="Colour tree nodes by", elem_id="colour-by", scale=2)
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False):
         round_ = gr.Slider(0, 1, value=0, step=1, label="Round", elem_id="round", scale=5)
-        play = gr.Button("▶ Play", elem_id="play", scale=0, min_width=90)
-        speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed", scale=2)
+        with gr.Column(scale=2, min_width=200):
+            speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed")
+            play = gr.Button("▶ Play", elem_id="play", size="sm")
     timer = gr.Timer(1.0, active=False)
     captions = gr.HTML(EMPTY_CAPTION, label="Captions", show_label=False, elem_id="captions")
     tree = gr.Plot(label="Draft tree", elem_id="tree")

@@ -8,10 +8,11 @@ from dominotree import figures
 
 from .round_view import pick
 
-METRICS = ("τ (tau) = tokens committed per round, accepted drafts + the bonus token. tokens/s = new tokens "
+METRICS = ("τ (tau) = tokens committed per round: accepted drafts + the bonus token. tokens/s = new tokens "
            "/ wall time of the run on this machine. Speedup is over the `ar` run of the same comparison "
-           "(same prompt and settings), only when `ar` ran. Stage times are measured inside the decoder and "
-           "exclude UI drawing.")
+           "(same prompt and settings), shown only when `ar` ran. Stage times are measured inside the "
+           "decoder; the live view shares the CPU with it, so for clean numbers use "
+           "`python -m dominotree bench`.")
 
 
 def render_summary(traces: dict, focus: str | None) -> list:
@@ -31,13 +32,16 @@ def render_timing(traces: dict, focus: str | None) -> list:
     return [figures.timing_figure(trace), figures.builder_figure(trace)]
 
 
+def build_timing() -> dict:
+    timing = gr.Plot(label="Per-round stage time", elem_id="timing")
+    builder = gr.Plot(label="Tree builder time", elem_id="builder")
+    return dict(timing=timing, builder=builder)
+
+
 def build_summary() -> dict:
-    with gr.Row():
-        timing = gr.Plot(label="Per-round stage time", elem_id="timing")
-        builder = gr.Plot(label="Tree builder time", elem_id="builder")
     gr.Markdown("### Summary\n" + METRICS)
     table = gr.Dataframe(label="Methods", elem_id="summary", interactive=False, wrap=True)
     with gr.Row():
         hist = gr.Plot(label="Acceptance length", elem_id="accept-hist")
         depth = gr.Plot(label="Acceptance by depth", elem_id="depth-accept")
-    return dict(timing=timing, builder=builder, table=table, hist=hist, depth=depth)
+    return dict(table=table, hist=hist, depth=depth)

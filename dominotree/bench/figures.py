@@ -60,7 +60,7 @@ def speedup_figure(res: dict, hardware: str = "") -> go.Figure | None:
             ys = [float(d.loc[s, "speedup"]) if s in d.index and d.loc[s, "speedup"] == d.loc[s, "speedup"]
                   else None for s in scopes]
             fig.add_trace(go.Bar(name=lab, x=scopes, y=ys, marker_color=col[lab], showlegend=j == 1,
-                                 legendgroup=lab, text=[f"{y:.2f}" if y is not None else "" for y in ys],
+                                 legendgroup=lab, text=[f"{y:.2f}" if y is not None and len(labels) <= 4 else "" for y in ys],
                                  textposition="outside"), row=1, col=j)
     top = max([1.0] + [float(v) for v in df["speedup"] if v is not None and v == v])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#666")
@@ -128,7 +128,7 @@ def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
     methods = [m for m in sub["method"].unique() if sub[sub["method"] == m]["budget"].nunique() >= 2]
     if not methods:
         return None
-    col = _colors(methods)
+    col = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
     fig = make_subplots(rows=1, cols=2, subplot_titles=["tau", "speedup over ar"])
     for m in methods:
         d = sub[sub["method"] == m].sort_values("budget")
@@ -137,7 +137,9 @@ def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
                                      mode="lines+markers", name=m, marker_color=col[m], legendgroup=m,
                                      showlegend=j == 1), row=1, col=j)
     fig.update_xaxes(type="log", title_text="node budget", tickvals=sorted({int(b) for b in sub["budget"]}))
-    return _layout(fig, f"Budget curve (T = {res['temps'][0]})", hardware, width=1000)
+    fig = _layout(fig, f"Budget curve (T = {res['temps'][0]})", hardware, width=1000)
+    fig.update_layout(margin=dict(t=100))
+    return fig
 
 
 def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
@@ -205,17 +207,19 @@ def make_figures(res: dict, folder: str | Path, formats=("png", "pdf")) -> list[
     figs = build_figures(res, _hardware(res))
     if not figs:
         return []
-    items, paths = [], []
+    items, paths, widths, heights = [], [], [], []
     for name, fig in figs.items():
         for fmt in formats:
             items.append(fig)
             paths.append(folder / f"{re.sub(r'[^a-z0-9_]+', '_', name)}.{fmt}")
+            widths.append(fig.layout.width or 900)
+            heights.append(fig.layout.height or 450)
     try:
         if hasattr(pio, "write_images"):
-            pio.write_images(items, [str(p) for p in paths])
+            pio.write_images(items, [str(p) for p in paths], width=widths, height=heights, scale=[2] * len(items))
         else:   # older plotly: one browser start per image
-            for fig, p in zip(items, paths):
-                fig.write_image(str(p))
+            for fig, p, w, h in zip(items, paths, widths, heights):
+                fig.write_image(str(p), width=w, height=h, scale=2)
         return paths
     except Exception as e:   # no kaleido / no Chromium: keep the figures as HTML
         print(f"warning: static figure export failed ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__}); "

@@ -178,16 +178,10 @@ def tkey(t: float) -> str:
 # --- one prompt --------------------------------------------------------------------------------
 
 def _bench_decoder(pair, cost_model):
+    """A decoder without the trace-only extras (Top-M lists, the counterfactual marginal tree)
+    that the explorer wants: they run inside the round loop and would count in the wall time."""
     from ..decode import Decoder
-
-    class BenchDecoder(Decoder):
-        """Skips the trace-only extras (Top-M lists, the counterfactual marginal tree) that the
-        explorer wants: they run inside the round loop and would count in the wall time."""
-
-        def annotate(self, *args, **kwargs):
-            return None
-
-    return BenchDecoder(pair, cost_model=cost_model)
+    return Decoder(pair, cost_model=cost_model, annotate=False)
 
 
 def encode_messages(dec, messages: list[dict], chat: bool = True) -> list[int]:
@@ -452,7 +446,8 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
                     row["speedup"] = stats.speedup(a, b) if keys else None
                 for s in STAGES:
                     row[f"{s}_ms"] = stats.mean(r["stage_ms"][s] for r in sub)
-                row.update({"budget": budget, "corr_topm": sub[0].get("corr_topm"),
+                is_ar = sub[0]["method"] == "ar"
+                row.update({"budget": None if is_ar else budget, "corr_topm": None if is_ar else sub[0].get("corr_topm"),
                             "mean_nodes": stats.mean(nodes) if nodes else 0.0,
                             "hit_max_frac": (sum(n >= budget for n in nodes) / len(nodes)) if nodes and budget else None,
                             "new_tokens": stats.mean(sum(c["new_tokens"]) for r in sub for c in r["choices"])})
@@ -541,7 +536,7 @@ def md_table(df, cols: list[str], floatfmt: dict | None = None) -> str:
 
 SUMMARY_COLS = ["label", "scope", "n_prompts", "tau", "tokens_per_s", "speedup", "draft_ms", "build_ms", "verify_ms",
                 "commit_ms", "mean_nodes", "lossless"]
-FMT = {"tau": ".2f", "tokens_per_s": ".1f", "speedup": ".2f", "draft_ms": ".2f", "build_ms": ".2f", "verify_ms": ".2f",
+FMT = {"temperature": ".1f", "budget": ".0f", "corr_topm": ".0f", "tau": ".2f", "tokens_per_s": ".1f", "speedup": ".2f", "draft_ms": ".2f", "build_ms": ".2f", "verify_ms": ".2f",
        "commit_ms": ".2f", "mean_nodes": ".1f", "hit_max_frac": ".2f", "pct": "+.2f", "lo": ".2f", "hi": ".2f"}
 
 
@@ -728,6 +723,12 @@ def main(argv=None) -> int:
     if a.summarize:
         out = Path(a.summarize)
         res = summarize(out, focus=a.focus, n_boot=a.bootstrap)
+        try:
+            abl = json.loads((out / "run.json").read_text()).get("ablation")
+        except (OSError, ValueError):
+            abl = None
+        if abl in ABLATIONS:
+            write_ablation(res, abl, out)
         return _finish(a, res, out)
     if a.max_new_tokens < 1:
         raise _user_error("--max-new-tokens must be >= 1")
@@ -738,7 +739,7 @@ def main(argv=None) -> int:
     if a.prepare_only:
         print(json.dumps({"prompts": len(prompts), "categories": sorted({p.category for p in prompts})}))
         return 0
-    temps = _floats(a.temperatures, "--temperatures")
+    temps = list(dict.fromkeys(_floats(a.temperatures, "--temperatures")))
     try:
         base = TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk)
     except ConfigError as e:

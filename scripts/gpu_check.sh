@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The prepared GPU check (issue 5): CUDA builder tests + bench-build on CUDA, results as JSON in $OUT.
+#
+#   OUT=/some/dir bash scripts/gpu_check.sh            # on the GPU machine (python3 from PATH)
+#   OUT=/tmp/gc bash scripts/gpu_check.sh --cpu-only   # the CPU-side plumbing, anywhere
+#
+# For one NVIDIA GPU, no network, a Python with torch + transformers (no gradio, no installs).
+# Writes to $OUT (default results/gpu): cuda_tests.xml / cuda_tests.log (pytest junit, or the
+# fallback runner's log when pytest is missing), bench_build_cuda.json / .log, env.txt, and
+# gpu_check.json (the summary). Finishes within 8 minutes: tests <= 300 s, bench <= 150 s.
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-results/gpu}"
+PY="${PYTHON:-python3}"
+CPU_ONLY=0
+[ "${1:-}" = "--cpu-only" ] && CPU_ONLY=1
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1
+export DOMINOTREE_CACHE="${DOMINOTREE_CACHE:-$(mktemp -d)}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+{ date -u; "$PY" -c 'import sys, torch, transformers; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); print("transformers", transformers.__version__); print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no gpu")'; nvidia-smi 2>/dev/null || true; } > "$OUT/env.txt" 2>&1
+
+# 1. the cuda-marked tests (pytest.ini deselects them by default: -m cuda selects them)
+if "$PY" -c 'import pytest' 2>/dev/null; then
+  RUNNER=pytest
+  timeout 300 "$PY" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider \
+      --junitxml "$OUT/cuda_tests.xml" > "$OUT/cuda_tests.log" 2>&1
+  RC_TESTS=$?
+else
+  RUNNER=fallback
+  timeout 300 "$PY" tests/test_cuda.py > "$OUT/cuda_tests.log" 2>&1
+  RC_TESTS=$?
+fi
+
+# 2. bench-build (CUDA; with --cpu-only a 3-round CPU run that exercises the same plumbing)
+if [ "$CPU_ONLY" = 1 ]; then
+  BENCH_ARGS=(--device cpu --rounds 3 --warmup 1 --shapes embedded)
+  BENCH_JSON="$OUT/bench_build_cpu.json"
+else
+  BENCH_ARGS=(--device cuda --rounds 50 --warmup 5)
+  BENCH_JSON="$OUT/bench_build_cuda.json"
+fi
+timeout 150 "$PY" -m dominotree bench-build "${BENCH_ARGS[@]}" --json-out "$BENCH_JSON" \
+    > "${BENCH_JSON%.json}.log" 2>&1
+RC_BENCH=$?
+
+# 3. the summary
+"$PY" - "$OUT" "$RUNNER" "$RC_TESTS" "$BENCH_JSON" "$RC_BENCH" "$CPU_ONLY" <<'EOF'
+import json, os, re, sys
+import xml.etree.ElementTree as ET
+out, runner, rc_tests, bench_json, rc_bench, cpu_only = sys.argv[1:]
+tests = {"runner": runner, "rc": int(rc_tests)}
+xml = os.path.join(out, "cuda_tests.xml")
+if runner == "pytest" and os.path.isfile(xml):
+    root = ET.parse(xml).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    for k in ("tests", "failures", "errors", "skipped"):
+        tests[k] = int(suite.get(k, 0))
+    tests["cases"] = [{"name": c.get("name"),
+                       "status": "failed" if c.find("failure") is not None or c.find("error") is not None
+                       else "skipped" if c.find("skipped") is not None else "passed"}
+                      for c in suite.iter("testcase")]
+else:
+    log = open(os.path.join(out, "cuda_tests.log"), errors="replace").read()
+    tests["cases"] = [{"name": m.group(2), "status": "passed" if m.group(1) == "PASS" else "failed"}
+                      for m in re.finditer(r"^(PASS|FAIL) (\S+)", log, re.M)]
+bench = None
+if os.path.isfile(bench_json):
+    bench = json.loads(open(bench_json).read().strip().splitlines()[-1])
+summary = {"cpu_only": cpu_only == "1", "tests": tests, "bench_rc": int(rc_bench), "bench": bench,
+           "ok": int(rc_tests) == 0 and int(rc_bench) == 0}
+with open(os.path.join(out, "gpu_check.json"), "w") as f:
+    json.dump(summary, f, indent=1)
+print(json.dumps({k: summary[k] for k in ("ok", "bench_rc")} | {"tests_rc": int(rc_tests)}))
+EOF
+[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ]

@@ -1,0 +1,189 @@
+"""Tree builders: every builder gives the reference's tree and menus, exactly.
+
+    .venv/bin/python -m pytest -q tests/test_builders.py
+
+"Identical" means Level A of the style guide: tokens, parents and depths equal, and scores and
+marginal scores equal with ``==`` (no tolerance), and the children menus equal too.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dominotree.builders import build_reference, get_builder
+from dominotree.builders import frontier as frontier_mod
+from dominotree.builders import graph as graph_mod
+from dominotree.builders.bench import random_block, random_head, same_build
+from dominotree.config import DecodeConfig, TreeConfig
+from dominotree.scoring import ConditionalScorer, MarginalScorer
+
+BUILDERS = ["python", "graph", "frontier"]
+
+
+def _scorer(drafter, embed, block, tc):
+    return ConditionalScorer(block, drafter, embed, tc.node_topk, tc.corr_topm)
+
+
+def check_identical(name, drafter, embed, block, tc, max_depth):
+    """Build with ``name`` and with the reference on fresh scorers; return the reference build."""
+    ref = build_reference(_scorer(drafter, embed, block, tc), block.root, block.root_state, tc, max_depth)
+    got = get_builder(name)(_scorer(drafter, embed, block, tc), block.root, block.root_state, tc, max_depth)
+    ref.tree.validate()
+    assert got.tree.same_shape(ref.tree), (name, ref.tree.to_dict(), got.tree.to_dict())
+    assert got.tree.scores == ref.tree.scores          # exact: same ops, same shapes, float64 sums
+    assert got.tree.marg_scores == ref.tree.marg_scores
+    assert [vars(m) for m in got.menus] == [vars(m) for m in ref.menus]
+    assert same_build(ref, got)
+    return ref
+
+
+@pytest.fixture(scope="module")
+def head():
+    return random_head(hidden=64, vocab=600, gru=32, emb=16, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tie_head():
+    """A head whose correction is zero: every node at a depth gets the same menu, so many paths
+    share exactly equal scores and the insertion-order tie-break decides the tree."""
+    d, e = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=2)
+    with torch.no_grad():
+        d.embed_proj[2].weight.zero_()
+    return d, e
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_random_rounds(name, head):
+    gen = torch.Generator().manual_seed(10)
+    tc = TreeConfig(budget=16, corr_topm=64, node_topk=8)
+    depths = set()
+    for _ in range(12):
+        block = random_block(*head, 16, gen)
+        ref = check_identical(name, *head, block, tc, 16)
+        depths.add(max(ref.tree.depths))
+    assert max(depths) >= 3        # the rounds exercise deeper trees, not only the root's children
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_other_shapes(name):
+    """Another head, budget and K (the caches key on shapes)."""
+    d, e = random_head(hidden=96, vocab=2000, gru=48, emb=32, seed=3)
+    gen = torch.Generator().manual_seed(11)
+    tc = TreeConfig(budget=40, corr_topm=32, node_topk=5)
+    for _ in range(4):
+        check_identical(name, d, e, random_block(d, e, 12, gen), tc, 12)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_exact_ties(name, head, tie_head):
+    gen = torch.Generator().manual_seed(12)
+    tc = TreeConfig(budget=24, corr_topm=16, node_topk=4)
+    for d_e in (head, tie_head):
+        for _ in range(3):
+            block = random_block(*d_e, 8, gen, ties=True)      # integer logits: duplicate values
+            ref = check_identical(name, *d_e, block, tc, 8)
+    assert len(set(ref.tree.scores[1:])) < ref.tree.num_nodes      # ties really occurred
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_budget_one(name, head):
+    gen = torch.Generator().manual_seed(13)
+    ref = check_identical(name, *head, random_block(*head, 16, gen), TreeConfig(budget=1), 16)
+    assert ref.tree.num_nodes == 1 and len(ref.menus) == 1
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_heap_runs_out(name):
+    """Tiny vocabulary and depth: fewer candidates than the budget asks for."""
+    d, e = random_head(hidden=32, vocab=3, gru=16, emb=8, seed=4)
+    gen = torch.Generator().manual_seed(14)
+    ref = check_identical(name, d, e, random_block(d, e, 2, gen), TreeConfig(budget=16), 2)
+    assert ref.tree.num_nodes == 3 + 3 * 3
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+@pytest.mark.parametrize("max_depth", [1, 2])
+def test_max_depth_reached(name, head, max_depth):
+    gen = torch.Generator().manual_seed(15)
+    ref = check_identical(name, *head, random_block(*head, 16, gen), TreeConfig(budget=16), max_depth)
+    assert max(ref.tree.depths) == max_depth
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_full_vocabulary(name, head):
+    gen = torch.Generator().manual_seed(16)
+    tc = TreeConfig(budget=12, corr_topm=0, node_topk=4)
+    for _ in range(2):
+        check_identical(name, *head, random_block(*head, 16, gen), tc, 16)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_bfloat16_head(name):
+    d, e = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=5, dtype=torch.bfloat16)
+    gen = torch.Generator().manual_seed(17)
+    for _ in range(3):
+        check_identical(name, d, e, random_block(d, e, 16, gen), TreeConfig(budget=16), 16)
+
+
+@pytest.mark.parametrize("mode", ["module", "ops"])
+def test_gru_modes(mode, head, monkeypatch):
+    """The written-out GRU variants and the module call give the same trees."""
+    monkeypatch.setenv("DOMINOTREE_GRAPH_GRU", mode)
+    graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
+    try:
+        gen = torch.Generator().manual_seed(18)
+        for name in ("graph", "frontier"):
+            check_identical(name, *head, random_block(*head, 16, gen), TreeConfig(budget=16), 16)
+        assert graph_mod.expander_for(_scorer(*head, random_block(*head, 16, gen), TreeConfig())).gru_mode == mode
+    finally:
+        graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
+
+
+@pytest.mark.parametrize("name", ["graph", "frontier"])
+def test_other_scorers_use_the_reference(name, head):
+    gen = torch.Generator().manual_seed(19)
+    block = random_block(*head, 16, gen)
+    tc = TreeConfig(budget=16)
+    a = build_reference(MarginalScorer(block, 8, 64), block.root, None, tc, 16)
+    b = get_builder(name)(MarginalScorer(block, 8, 64), block.root, None, tc, 16)
+    assert same_build(a, b)
+
+
+# --- end to end: decoding --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    import os
+    os.environ.setdefault("DOMINOTREE_CACHE", str(tmp_path_factory.mktemp("dtc")))
+    from dominotree.decode import Decoder
+    from dominotree.presets import load_pair
+    return Decoder(load_pair("random-tiny", dtype="float32", device="cpu"))
+
+
+PROMPT = "Count: one two three"
+
+
+@pytest.fixture(scope="module")
+def ar_ids(decoder):
+    return decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=24, stop_at_eos=False)).token_ids
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_decode_equals_ar(name, decoder, ar_ids):
+    cfg = DecodeConfig(method="dominotree", builder=name, max_new_tokens=24, stop_at_eos=False)
+    tr = decoder.generate(PROMPT, cfg)
+    assert tr.token_ids == ar_ids
+    assert all(r.builder == name for r in tr.rounds)
+
+
+@pytest.mark.parametrize("name", ["graph", "frontier"])
+def test_ab_builder_fills_traces(name, decoder, ar_ids):
+    cfg = DecodeConfig(method="dominotree", builder="python", ab_builder=name, max_new_tokens=16,
+                       stop_at_eos=False)
+    tr = decoder.generate(PROMPT, cfg)
+    assert tr.token_ids == ar_ids[:16]
+    assert tr.rounds and all(r.build_ab is not None for r in tr.rounds)
+    for r in tr.rounds:
+        assert r.build_ab["builders"] == ["python", name]
+        assert r.build_ab["identical"] is True
+        assert len(r.build_ab["ms"]) == 2 and all(ms >= 0 for ms in r.build_ab["ms"])

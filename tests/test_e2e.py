@@ -1,0 +1,141 @@
+"""End-to-end: the explorer in headless Debian Chromium, driven by Playwright (no browser
+download: ``executable_path=/usr/bin/chromium``). Run:
+``HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q tests/test_e2e.py``.
+
+Opens the page, runs a prompt on the random-tiny pair, finds the tree with its accepted path,
+scrubs rounds, plays a few rounds, exports SVG and JSON, re-imports the JSON, and checks that the
+browser fetched nothing from outside this machine. Set ``DOMINOTREE_SCREENSHOT=path.png`` to
+keep a screenshot of the finished run (that is how assets/screenshot.png is made).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the e2e test needs a real browser",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+from test_app import PROMPT, close_served, served  # noqa: E402  (one server for the session)
+
+
+@pytest.fixture(scope="module")
+def app(tiny_decoder, request):
+    request.addfinalizer(close_served)
+    return served(tiny_decoder)
+
+
+@pytest.fixture(scope="module")
+def page(app):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        ctx = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+        pg = ctx.new_page()
+        pg.requests = []
+        pg.on("request", lambda r: pg.requests.append(r.url))
+        pg.set_default_timeout(60_000)
+        yield pg
+        browser.close()
+
+
+def tree_data(page) -> dict:
+    """The draft tree as plotly holds it in the page: title and the accepted-path x values."""
+    return page.evaluate("""() => {
+        const g = document.querySelector('#tree .js-plotly-plot');
+        if (!g || !g.data) return null;
+        const acc = g.data.find(t => t.name === 'accepted path');
+        return {title: g.layout.title.text, accepted: acc ? acc.x.filter(v => v !== null) : [],
+                nodes: g.data.filter(t => t.name === 'nodes').map(t => t.x.length).reduce((a, b) => a + b, 0)};
+    }""")
+
+
+def set_number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def download(page, elem_id: str, folder: Path) -> Path:
+    page.wait_for_selector(f"#{elem_id}:not([disabled]), #{elem_id} button:not([disabled])")
+    with page.expect_download() as dl:
+        page.click(f"#{elem_id}")
+    path = folder / dl.value.suggested_filename
+    dl.value.save_as(path)
+    return path
+
+
+def wait_round(page, n: int) -> dict:
+    page.wait_for_function(
+        "n => { const g = document.querySelector('#tree .js-plotly-plot');"
+        " return g && g.layout && g.layout.title.text.startsWith('Round ' + n + ' '); }", arg=n)
+    return tree_data(page)
+
+
+def take_screenshot(page, r: int, path: str) -> None:
+    """The README picture: a round with an accepted path, its conditional-vs-marginal view and
+    the timing chart, cropped to the part of the page that holds them."""
+    set_number(page, "round", r)
+    wait_round(page, r)
+    page.wait_for_timeout(1500)               # let the secondary views redraw
+    box = page.locator("#timing").bounding_box()
+    page.screenshot(path=path, full_page=True,
+                    clip={"x": 0, "y": 0, "width": 1500, "height": box["y"] + box["height"] + 16})
+
+
+def test_run_scrub_export_import(app, page, tmp_path):
+    page.goto(app["url"])
+    page.wait_for_selector("#prompt textarea")
+    page.fill("#prompt textarea", PROMPT)
+    for m in ("ar", "ddtree"):                        # the defaults; keep dominotree alone
+        page.locator("#methods label", has_text=re.compile(rf"^\s*{m}\s*$")).click()
+    set_number(page, "budget", 32)
+    set_number(page, "max-new", 24)
+    page.click("#run")
+    page.wait_for_selector("#status .dt-status-done", timeout=120_000)
+    assert "dominotree" in page.inner_text("#pane-0-head")
+    assert page.locator("#pane-0-text .dt-text .dt-tok").count() == 24
+
+    # the tree of the last round is drawn; the whole run exports as JSON
+    first = tree_data(page)
+    assert first and first["nodes"] > 1
+    trace = json.loads(download(page, "export-json", tmp_path).read_text())
+    assert trace["schema"] == "dominotree.trace" and len(trace["token_ids"]) == 24
+    accepting = [r["round"] for r in trace["rounds"] if len(r["accepted"]) > 1]
+    assert accepting, "random-tiny with this prompt accepts drafts in some rounds (rounds 7 and 17)"
+
+    # scrub to a round whose accepted path has a draft token: the red path is drawn
+    r = accepting[0]
+    set_number(page, "round", r)
+    shown = wait_round(page, r)
+    assert len(shown["accepted"]) >= 2                # one edge: root -> accepted draft token
+    assert "matched the target" in page.inner_text("#captions")
+    page.wait_for_function("() => document.querySelector('#mvc .js-plotly-plot') !== null")
+    svg = download(page, "export-svg", tmp_path)
+    text = svg.read_text()
+    assert text.startswith("<svg") and f"Round {r} " in text and 'class="node accepted"' in text
+
+    # autoplay: Play switches to Pause (the timer then steps rounds; see test_app for the stepping)
+    page.click("#play")
+    page.wait_for_function("() => document.querySelector('#play').innerText.includes('Pause')")
+    page.click("#play")
+    page.wait_for_function("() => document.querySelector('#play').innerText.includes('Play')")
+
+    # re-import the exported JSON: the replay needs no model and shows the same run
+    page.set_input_files("#import-trace input[type=file]", str(tmp_path / "dominotree-dominotree-trace.json"))
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Replaying')")
+    assert page.locator("#pane-0-text .dt-text .dt-tok").count() == 24
+    assert tree_data(page)["title"].startswith(f"Round {len(trace['rounds']) - 1} ")
+
+    if os.environ.get("DOMINOTREE_SCREENSHOT"):
+        take_screenshot(page, r, os.environ["DOMINOTREE_SCREENSHOT"])
+    outside = [u for u in page.requests if not re.match(r"(https?|ws)://127\.0\.0\.1[:/]|blob:|data:", u)]
+    assert outside == [], f"the page fetched from outside this machine: {outside[:5]}"
