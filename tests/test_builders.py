@@ -39,14 +39,14 @@ def check_identical(name, drafter, embed, block, tc, max_depth):
 
 @pytest.fixture(scope="module")
 def head():
-    return random_head(hidden=64, vocab=600, gru=32, emb=16, seed=1)
+    return random_head(hidden=64, vocab=600, gru=64, emb=16, seed=1)   # G % 64 == 0: row batching
 
 
 @pytest.fixture(scope="module")
 def tie_head():
     """A head whose correction is zero: every node at a depth gets the same menu, so many paths
     share exactly equal scores and the insertion-order tie-break decides the tree."""
-    d, e = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=2)
+    d, e = random_head(hidden=64, vocab=600, gru=64, emb=16, seed=2)
     with torch.no_grad():
         d.embed_proj[2].weight.zero_()
     return d, e
@@ -66,7 +66,7 @@ def test_random_rounds(name, head):
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_other_shapes(name):
-    """Another head, budget and K (the caches key on shapes)."""
+    """Another head, budget and K (the caches key on shapes); G % 64 != 0: no row batching."""
     d, e = random_head(hidden=96, vocab=2000, gru=48, emb=32, seed=3)
     gen = torch.Generator().manual_seed(11)
     tc = TreeConfig(budget=40, corr_topm=32, node_topk=5)
@@ -119,15 +119,16 @@ def test_full_vocabulary(name, head):
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_bfloat16_head(name):
-    d, e = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=5, dtype=torch.bfloat16)
+    d, e = random_head(hidden=64, vocab=600, gru=64, emb=16, seed=5, dtype=torch.bfloat16)
     gen = torch.Generator().manual_seed(17)
     for _ in range(3):
         check_identical(name, d, e, random_block(d, e, 16, gen), TreeConfig(budget=16), 16)
 
 
-@pytest.mark.parametrize("mode", ["module", "ops"])
+@pytest.mark.parametrize("mode", ["module", "ops", "fused"])
 def test_gru_modes(mode, head, monkeypatch):
-    """The written-out GRU variants and the module call give the same trees."""
+    """The written-out GRU variants and the module call give the same trees (without row batching;
+    the default, self-checked mode with row batching runs in every other test)."""
     monkeypatch.setenv("DOMINOTREE_GRAPH_GRU", mode)
     graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
     try:
@@ -152,12 +153,8 @@ def test_other_scorers_use_the_reference(name, head):
 # --- end to end: decoding --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def decoder(tmp_path_factory):
-    import os
-    os.environ.setdefault("DOMINOTREE_CACHE", str(tmp_path_factory.mktemp("dtc")))
-    from dominotree.decode import Decoder
-    from dominotree.presets import load_pair
-    return Decoder(load_pair("random-tiny", dtype="float32", device="cpu"))
+def decoder(tiny_decoder):
+    return tiny_decoder      # random-tiny in float32 on the CPU (tests/conftest.py)
 
 
 PROMPT = "Count: one two three"
@@ -187,3 +184,59 @@ def test_ab_builder_fills_traces(name, decoder, ar_ids):
         assert r.build_ab["builders"] == ["python", name]
         assert r.build_ab["identical"] is True
         assert len(r.build_ab["ms"]) == 2 and all(ms >= 0 for ms in r.build_ab["ms"])
+
+
+# --- the graph-mode code paths, run eagerly on CPU ------------------------------------------
+
+def _run_static(prog):
+    """``FrontierProgram.run`` as under CUDA capture: no host-side shortcuts."""
+    prog._program(eager=False)
+    return [t.tolist() for t in (prog.O_nodes, prog.O_valid, prog.O_menus, prog.O_expanded)]
+
+
+@pytest.mark.parametrize("budget,max_depth,vocab", [(16, 16, 600), (16, 2, 600), (16, 2, 3), (1, 16, 600)])
+def test_frontier_capture_program_on_cpu(budget, max_depth, vocab, monkeypatch):
+    """The program CUDA captures (fixed shapes, masking instead of early exits) gives the same tree."""
+    monkeypatch.setattr(frontier_mod.FrontierProgram, "run", _run_static)
+    frontier_mod._PROGRAMS.clear()
+    try:
+        d, e = random_head(hidden=64, vocab=vocab, gru=32, emb=16, seed=6)
+        gen = torch.Generator().manual_seed(20)
+        for ties in (False, True):
+            check_identical("frontier", d, e, random_block(d, e, 16, gen, ties=ties), TreeConfig(budget=budget), max_depth)
+    finally:
+        frontier_mod._PROGRAMS.clear()
+
+
+def test_node_bodies_with_static_buffers(head):
+    """Owned (copied-in) buffers and a tensor row index, as under capture, give the scorer's menus."""
+    gen = torch.Generator().manual_seed(23)
+    tc = TreeConfig()
+    for _ in range(2):
+        block = random_block(*head, 16, gen)
+        sc = _scorer(*head, block, tc)
+        exp = graph_mod.NodeExpander(sc, use_graphs=False)
+        exp.own_buffers()
+        exp.begin_round(sc)
+        exp.pack_outputs = True
+        state = sc.child_states(block.root_state, sc.root_children[1])[0]
+        for depth in (2, 7, 16):
+            ch = sc.children(state, depth)
+            exp.S_row, exp.S_state = torch.tensor([depth - 1]), state.view(1, -1)
+            toks, lps, base = exp._corr_body()["pack"].tolist()
+            assert ([int(t) for t in toks], lps, base) == (ch.tokens, ch.logprobs, ch.base_logprobs)
+            exp.S_toks = torch.tensor(ch.tokens)
+            assert torch.equal(exp._gru_body()["states"], ch.states)
+
+
+def test_row_batching_is_on_where_it_is_exact():
+    """On this CPU the self-check enables row-batched GRU steps for the embedded pair's shapes."""
+    d, e = random_head(hidden=128, vocab=700, gru=64, emb=16, seed=9)
+    gen = torch.Generator().manual_seed(24)
+    block = random_block(d, e, 16, gen)
+    exp = graph_mod.NodeExpander(_scorer(d, e, block, TreeConfig()), use_graphs=False)
+    assert exp.gru_mode in ("fused", "ops", "module")
+    if exp.gru_mode != "module":
+        assert exp.row_batching == (exp.G % 64 == 0)
+    for _ in range(4):
+        check_identical("graph", d, e, random_block(d, e, 16, gen), TreeConfig(budget=24), 16)

@@ -13,9 +13,10 @@ The program, over a ledger of child slots (the reference's heap entries):
 - a pop is ``argmax`` over the slots' float64 keys: torch returns the first maximal index, which is
   the smallest insertion counter among equal scores: the reference's ``(-score, tie)`` order,
   exact ties included;
-- an expansion is the graph builder's per-node body (``NodeExpander._node_body``: batch-1
-  correction, log-softmax over the M, top-K, K-row GRU step), i.e. the reference's own ops on the
-  reference's own shapes, so every child log-prob and state is bit-identical;
+- an expansion is the graph builder's per-node bodies (``NodeExpander._corr_body``: batch-1
+  correction, log-softmax over the M, top-K; ``_gru_body``: the K-row GRU step), i.e. the
+  reference's own ops on the reference's own shapes, so every child log-prob and state is
+  bit-identical (eagerly, the GRU step of a family runs lazily, as in the graph builder);
 - child keys are ``parent key + log-prob`` in float64, the same IEEE addition as the reference's
   Python floats; a pop at ``max_depth`` or the last pop pushes nothing (masked to -inf).
 

@@ -24,10 +24,16 @@ node's K-row GRU step the first time one of its children is popped for expansion
 on the same K tokens, so the same bits) and never for nodes none of whose children is expanded.
 
 Identity: every op is the reference's op on the same shapes and dtypes (batch-1 correction,
-K-row GRU), so results are bit-identical. The one substitution is on CPU: the GRU step is written
-out as torch ops (``mm`` + gates, the sequence ``aten::gru`` runs on CPU) to skip ``nn.GRU``'s
-overhead; it is used only after a self-check against ``drafter.gru_step`` passes bit for bit on
-this machine and these shapes, otherwise the module itself is called.
+K-row GRU), so results are bit-identical. Two CPU-only substitutions, each used only where a
+self-check at construction shows it bit-identical to ``drafter.gru_step`` on this machine and
+these shapes (else the module itself is called):
+
+- the GRU step written out as torch ops (``mm`` + gates: the sequence ``aten::gru`` runs on CPU),
+  which skips ``nn.GRU``'s overhead;
+- row batching (``G % 64 == 0``): a row of the K-row step depends only on its own token and parent
+  state (GEMM rows are computed independently; the gates are elementwise with no scalar tails),
+  so one K-row step (still K rows: the reference's GEMM shape) serves the K most urgent children
+  with unknown states, whichever families they are in.
 """
 from __future__ import annotations
 
@@ -86,10 +92,12 @@ class NodeExpander:
         self.pack_outputs = self.use_graphs   # one [3, K] float64 output for a single host copy
         # weights, read in place (never copied)
         self.W1 = drafter.embed_proj[0].weight                     # [E, H+G]
+        self.W1T = self.W1.t()
         gru = drafter.prefix_gru
         self.WihT, self.WhhT = gru.weight_ih_l0.t(), gru.weight_hh_l0.t()
         self.G = gru.hidden_size
         self._allocate(scorer)
+        self.row_batching = False   # K-row GRU steps may mix parents (set by the CPU self-check)
         self.gru_mode = "module" if self.device.type != "cpu" else self._pick_gru_mode()
 
     # --- allocate -------------------------------------------------------------------------
@@ -106,6 +114,7 @@ class NodeExpander:
         self.S_state = torch.zeros(1, self.G, dtype=self.dtype, device=dev)     # [1, G]
         self.S_toks = torch.zeros(self.k, dtype=torch.long, device=dev)         # [K] children to step
         self.O_corr = self.O_gru = None
+        self._row_views: dict = {}
         if self.use_graphs:
             self.H_pack = torch.zeros(3, self.k, dtype=torch.float64, pin_memory=True)
 
@@ -120,6 +129,7 @@ class NodeExpander:
 
     def begin_round(self, scorer: ConditionalScorer) -> None:
         """Copy in the round's Top-M setup (eagerly: bind the scorer's tensors, no copy)."""
+        self._row_views = {}
         src = {"S_z": scorer.block.z, "S_base_lp": scorer.base_lp}
         if self.full_vocab:
             src["S_base_logits"] = scorer.block.base_logits
@@ -135,55 +145,75 @@ class NodeExpander:
                 setattr(self, name, t)
 
     # --- the bodies (one definition, eager or captured) --------------------------------------
-    def _row(self, t: torch.Tensor) -> torch.Tensor:
-        """``t[row]``: a view with an int row (eager), ``index_select`` on ``S_row`` (graph)."""
-        if isinstance(self.S_row, int):
-            return t[self.S_row]
-        return t.index_select(0, self.S_row)[0]
+    def _rows(self) -> tuple:
+        """Block row ``S_row`` of the round inputs: (z [1,H], basec [M], w2c^T [E,M], cand [M],
+        base_lp [V], base_logits [1,V]). Eagerly ``S_row`` is an int and the views are made once
+        per row and round; under capture it is a device tensor and these are ``index_select``s."""
+        r = self.S_row
+        if isinstance(r, int):
+            got = self._row_views.get(r)
+            if got is None:
+                got = self._row_views[r] = self._select_rows(lambda t: t[r])
+            return got
+        return self._select_rows(lambda t: t.index_select(0, r)[0])
+
+    def _select_rows(self, pick) -> tuple:
+        z = pick(self.S_z).unsqueeze(0)                                       # == block.z[row:row+1]
+        if self.full_vocab:
+            return z, None, None, None, pick(self.S_base_lp), pick(self.S_base_logits).unsqueeze(0)
+        return z, pick(self.S_basec), pick(self.S_w2c).T, pick(self.S_cand), pick(self.S_base_lp), None
 
     def _corr_body(self) -> dict:
         """``ConditionalScorer.corrected_logprobs`` + top-K for the node in ``S_state``."""
         state = self.S_state
-        z = self._row(self.S_z).unsqueeze(0)                               # == block.z[row:row+1]
+        z, basec, w2cT, cand, base_lp, base_logits = self._rows()
         if self.full_vocab:
-            corr = self.drafter.correction(z, state)
-            full = (self._row(self.S_base_logits).unsqueeze(0) + corr).float()[0]   # == reference line
-            lp, cand = torch.log_softmax(full, dim=-1), None
+            full = (base_logits + self.drafter.correction(z, state)).float()[0]   # == reference line
+            lp = torch.log_softmax(full, dim=-1)
         else:
-            x = torch.cat([z, state], dim=-1)                              # == torch.cat([z, s], -1)
-            h = F.silu(F.linear(x, self.W1)).float()                       # == correction_hidden(z, s).float()
-            corrected = self._row(self.S_basec) + (h @ self._row(self.S_w2c).T)[0]   # == reference line
+            x = torch.cat([z, state], dim=-1)                                  # == torch.cat([z, s], -1)
+            h = F.silu(torch.mm(x, self.W1T))                  # == correction_hidden(z, s) (linear -> mm)
+            if h.dtype != torch.float32:
+                h = h.float()                                                  # == .float()
+            corrected = basec + torch.mm(h, w2cT)[0]                           # == basec[row] + (h @ w2c[row].T)[0]
             lp = torch.log_softmax(corrected, dim=-1)
-            cand = self._row(self.S_cand)
         vals, local = torch.topk(lp, self.k)
-        toks = cand.index_select(0, local) if cand is not None else local   # == cand[local]
-        base = self._row(self.S_base_lp).index_select(0, toks)            # == base_lp[row][toks]
+        toks = cand.index_select(0, local) if cand is not None else local    # == cand[local]
+        base = base_lp.index_select(0, toks)                                  # == base_lp[row][toks]
         if not self.pack_outputs:
             return {"toks": toks, "vals": vals, "base": base}
         return {"toks": toks, "pack": torch.stack([toks.double(), vals.double(), base.double()])}
 
     def _gru_body(self) -> dict:
-        """``ConditionalScorer.child_states(S_state, S_toks)``: one K-row GRU step."""
+        """``ConditionalScorer.child_states(S_state, S_toks)``: one K-row GRU step. ``S_state`` is
+        [1, G] (one parent), or [K, G] (row batching: row i is token i's parent)."""
         emb = self.embed
         if type(emb) is torch.nn.Embedding and emb.max_norm is None:
-            x = F.embedding(self.S_toks, emb.weight).to(self.dtype)       # == self.embed(toks).to(dtype)
+            x = F.embedding(self.S_toks, emb.weight)                           # == self.embed(toks)
         else:
-            x = emb(self.S_toks).to(self.dtype)
-        h0 = self.S_state.expand(x.shape[0], -1)                          # == state.view(1,-1).expand(K,-1)
+            x = emb(self.S_toks)
+        if x.dtype != self.dtype:
+            x = x.to(self.dtype)                                              # == .to(dtype)
         if self.gru_mode == "module":
-            return {"states": self.drafter.gru_step(x, h0)}              # == reference line
+            h0 = self.S_state.expand(x.shape[0], -1)                          # == state.view(1,-1).expand(K,-1)
+            return {"states": self.drafter.gru_step(x, h0)}                  # == reference line
         # aten::gru's CPU cell, op for op (checked bit-exact in _pick_gru_mode)
-        h0 = h0.contiguous()
-        ig = torch.mm(x, self.WihT)                                       # linear_ih (folded to mm)
-        hg = torch.mm(h0, self.WhhT)                                      # linear_hh
+        h0 = self.S_state
+        if h0.shape[0] != x.shape[0]:
+            h0 = h0.repeat(x.shape[0], 1)                                     # == expand(K,-1).contiguous()
+        ig = torch.mm(x, self.WihT)                                           # linear_ih (folded to mm)
+        hg = torch.mm(h0, self.WhhT)                                          # linear_hh
         g = self.G
         if self.gru_mode == "fused":       # reset and update gates in one add_/sigmoid_ (elementwise)
-            ru = hg[:, :2 * g].add_(ig[:, :2 * g]).sigmoid_()
-            r, u = ru[:, :g], ru[:, g:]
+            ig_ru, ig_n = ig.unsafe_split_with_sizes([2 * g, g], 1)
+            hg_ru, hg_n = hg.unsafe_split_with_sizes([2 * g, g], 1)
+            r, u = hg_ru.add_(ig_ru).sigmoid_().chunk(2, 1)
         else:
-            r = hg[:, :g].add_(ig[:, :g]).sigmoid_()
-            u = hg[:, g:2 * g].add_(ig[:, g:2 * g]).sigmoid_()
-        n = ig[:, 2 * g:].add(hg[:, 2 * g:].mul_(r)).tanh_()
+            i_r, i_z, ig_n = ig.unsafe_chunk(3, 1)
+            h_r, h_z, hg_n = hg.unsafe_chunk(3, 1)
+            r = h_r.add_(i_r).sigmoid_()
+            u = h_z.add_(i_z).sigmoid_()
+        n = ig_n.add(hg_n.mul_(r)).tanh_()
         return {"states": (h0 - n).mul_(u).add_(n)}
 
     # --- capture ----------------------------------------------------------------------------
@@ -217,36 +247,36 @@ class NodeExpander:
 
     # --- replay -------------------------------------------------------------------------
     def menu(self, state: torch.Tensor, depth: int) -> tuple[list[int], list[float], list[float], torch.Tensor]:
-        """Children menu at ``depth`` >= 2 of a node with GRU state ``state`` [G]: tokens,
+        """Children menu at ``depth`` >= 2 of a node with GRU state ``state`` [1, G]: tokens,
         log-probs, base log-probs (host lists) and the tokens as a tensor (owned)."""
         if self.captured:
             self.S_row.fill_(depth - 1)
-            self.S_state.copy_(state.view(1, -1))
+            self.S_state.copy_(state)
             self.g_corr.replay()
             self.H_pack.copy_(self.O_corr["pack"], non_blocking=True)
             toks_t = self.O_corr["toks"].clone()          # the next replay overwrites O_corr
             torch.cuda.current_stream(self.device).synchronize()   # the one host sync per pop
             toks, vals, base = self.H_pack.tolist()
             return [int(t) for t in toks], vals, base, toks_t
-        self.S_row, self.S_state = depth - 1, state.view(1, -1)
+        self.S_row, self.S_state = depth - 1, state
         out = self._corr_body()
         return out["toks"].tolist(), out["vals"].tolist(), out["base"].tolist(), out["toks"]
 
     def child_states(self, state: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
         """[K, G] states of children ``toks`` of a node with state ``state`` (owned)."""
         if self.captured:
-            self.S_state.copy_(state.view(1, -1))
+            self.S_state.copy_(state)
             self.S_toks.copy_(toks)
             self.g_gru.replay()
             return self.O_gru["states"].clone()           # the next replay overwrites O_gru
-        self.S_state, self.S_toks = state.view(1, -1), toks
+        self.S_state, self.S_toks = state, toks
         return self._gru_body()["states"]
 
     # --- self-check -----------------------------------------------------------------------
     def _pick_gru_mode(self) -> str:
         """The fastest written-out GRU that equals ``drafter.gru_step`` bit for bit here."""
         forced = os.environ.get("DOMINOTREE_GRAPH_GRU", "")
-        if forced in ("module", "ops", "fused"):
+        if forced in ("module", "ops", "fused"):     # debug: force one variant, no row batching
             return forced
         gen = torch.Generator().manual_seed(0)
         vocab = self.embed.weight.shape[0] if hasattr(self.embed, "weight") else self.V
@@ -268,8 +298,24 @@ class NodeExpander:
                     break
             else:
                 mode = "module"
+            self.row_batching = mode != "module" and self.G % 64 == 0 and self._rows_independent(trials)
         self.S_state, self.S_toks = keep
         return mode
+
+    def _rows_independent(self, trials) -> bool:
+        """Row batching is exact iff a row of the K-row GRU step depends only on its own token and
+        parent state (not on the other rows, nor on its position): true of MKL's GEMM kernels and
+        of the vectorized gates when G % 64 == 0; checked here on mixed batches, bit for bit."""
+        k = self.k
+        for shift in range(1, 3):
+            picks = [((i + shift) % len(trials), (i * 3 + shift) % k) for i in range(k)]
+            self.S_state = torch.cat([trials[t][0] for t, _ in picks])
+            self.S_toks = torch.stack([trials[t][1][j] for t, j in picks])
+            got = self._gru_body()["states"]
+            for i, (t, j) in enumerate(picks):
+                if not torch.equal(got[i], trials[t][2][j]):
+                    return False
+        return True
 
 
 class sync_check:
@@ -326,10 +372,41 @@ def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth:
 
 class _Family:
     """An expanded node's K children: their tokens, and their states once someone needs them."""
-    __slots__ = ("state", "toks", "states")
+    __slots__ = ("state", "toks", "tok_list", "states", "rows")
 
-    def __init__(self, state, toks):
-        self.state, self.toks, self.states = state, toks, None
+    def __init__(self, state, toks, tok_list):
+        self.state, self.toks, self.tok_list = state, toks, tok_list
+        self.states = None          # [K, G] from the family's own K-row GRU step
+        self.rows = {}              # k -> [1, G] from a row-batched step (exp.row_batching)
+
+
+def _child_state(exp: NodeExpander, heap: list, family: _Family, k: int, spare: int, max_depth: int):
+    """The [1, G] state of child ``k`` of ``family``, computing GRU steps only on first need.
+
+    Per family: the family's K-row step, exactly the reference's call. With row batching, one
+    K-row step serves the K most urgent children with unknown states (this one, then the best
+    heap entries that could still be expanded), whichever families they belong to."""
+    if not exp.row_batching:
+        if family.states is None:
+            family.states = exp.child_states(family.state, family.toks)
+        return family.states[k:k + 1]                  # == ch.states[k].view(1, -1)
+    got = family.rows.get(k)
+    if got is not None:
+        return got
+    want = [(family, k)]
+    if spare > 0:
+        for e in heapq.nsmallest(spare, heap):        # the next pops, if nothing better is pushed
+            fam, j, depth = e[5], e[6], e[3]
+            if depth < max_depth and j not in fam.rows and (fam, j) not in want:
+                want.append((fam, j))
+                if len(want) == exp.k:
+                    break
+    pad = want + [want[0]] * (exp.k - len(want))      # always K rows: the reference's GEMM shape
+    toks = torch.tensor([fam.tok_list[j] for fam, j in pad], device=exp.device)
+    states = exp.child_states(torch.cat([fam.state for fam, _ in pad]), toks)
+    for i, (fam, j) in enumerate(want):
+        fam.rows[j] = states[i:i + 1]
+    return family.rows[k]
 
 
 def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConfig, max_depth: int) -> Built:
@@ -347,7 +424,8 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
             tie += 1
 
     vals, rtoks = scorer.root_children                 # depth 1: path-independent (scorer.children)
-    push(0, 1, 0.0, 0.0, rtoks.tolist(), vals.tolist(), scorer.base_of(1, rtoks), _Family(root_state, rtoks))
+    rt = rtoks.tolist()
+    push(0, 1, 0.0, 0.0, rt, vals.tolist(), scorer.base_of(1, rtoks), _Family(root_state.view(1, -1), rtoks, rt))
     while heap and len(tokens) - 1 < cfg.budget:
         neg, _, tok, depth, parent, family, k, marg = heapq.heappop(heap)
         row = len(tokens)
@@ -355,9 +433,7 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
         scores.append(-neg); margs.append(marg)
         # the last node's children could never be used: skip the wasted expansion
         if depth < max_depth and len(tokens) - 1 < cfg.budget:
-            if family.states is None:                 # the parent's K-row GRU step, on first need
-                family.states = exp.child_states(family.state, family.toks)
-            state = family.states[k]
+            state = _child_state(exp, heap, family, k, cfg.budget - row - 1, max_depth)
             toks, lps, bases, toks_t = exp.menu(state, depth + 1)
-            push(row, depth + 1, -neg, marg, toks, lps, bases, _Family(state, toks_t))
+            push(row, depth + 1, -neg, marg, toks, lps, bases, _Family(state, toks_t, toks))
     return Built(Tree(tokens, parents, depths, scores, margs), menus)
