@@ -225,3 +225,37 @@ def test_autoplay_steps_to_the_last_round_and_stops(tiny_decoder):
         idx, at_end = advance(trace, idx)
         seen.append(idx)
     assert seen == list(range(1, n)) and advance(trace, 99) == (n - 1, True) and advance(None, 0) == (0, True)
+
+
+def test_import_error_messages_escape_file_content(client, tmp_path):
+    p = tmp_path / "evil.json"
+    p.write_text(json.dumps({"schema": "dominotree.trace", "version": 1, "<img src=x onerror=alert(1)>": 1}))
+    with pytest.raises(Exception) as err:
+        _import(client, p)
+    assert "malformed" in str(err.value) and "<img" not in str(err.value)
+
+
+def test_model_choice_errors_are_readable(client, tmp_path):
+    with pytest.raises(Exception, match="give a target folder"):
+        client.predict("custom folders", "", "", "cpu", "float32", api_name="/load_model")
+    with pytest.raises(Exception, match="folder does not exist"):
+        client.predict("custom folders", str(tmp_path / "nope"), "", "cpu", "float32", api_name="/load_model")
+
+
+def test_app_flags():
+    import app as app_module    # builds a demo; loads no model
+    a = app_module.parse_args(["--preset", "random-tiny", "--port", "7999"])
+    assert (a.host, a.port, a.preset) == ("127.0.0.1", 7999, "random-tiny")
+    with pytest.raises(SystemExit):
+        app_module.parse_args(["--drafter", "x"])
+    assert app_module.make_backend(a).loaded is None      # lazy: nothing loaded yet
+
+
+def test_import_refuses_wrong_field_types(client, tiny_decoder, tmp_path):
+    from dominotree.config import DecodeConfig
+    d = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=2)).to_dict()
+    d["rounds"][0]["round"] = "<b>7</b>"
+    p = tmp_path / "typed.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(Exception, match="integer round"):
+        _import(client, p)

@@ -40,8 +40,10 @@ def page(app):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         ctx = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
         pg = ctx.new_page()
-        pg.requests = []
+        pg.requests, pg.errors = [], []
         pg.on("request", lambda r: pg.requests.append(r.url))
+        pg.on("pageerror", lambda e: pg.errors.append(f"page error: {e}"))
+        pg.on("console", lambda m: m.type == "error" and pg.errors.append(f"console: {m.text}"))
         pg.set_default_timeout(60_000)
         yield pg
         browser.close()
@@ -81,14 +83,21 @@ def wait_round(page, n: int) -> dict:
 
 
 def take_screenshot(page, r: int, path: str) -> None:
-    """The README picture: a round with an accepted path, its conditional-vs-marginal view and
-    the timing chart, cropped to the part of the page that holds them."""
+    """The README picture: ar, ddtree and dominotree side by side, dominotree's round ``r``
+    (which has an accepted path), its conditional-vs-marginal view and the timing chart, cropped
+    to the part of the page that holds them."""
+    for m in ("ar", "ddtree"):
+        page.locator("#methods label", has_text=re.compile(rf"^\s*{m}\s*$")).click()
+    page.click("#run")
+    page.wait_for_function("() => document.querySelector('#status').innerText.startsWith('Done')",
+                           timeout=120_000)
     set_number(page, "round", r)
     wait_round(page, r)
-    page.wait_for_timeout(1500)               # let the secondary views redraw
-    box = page.locator("#timing").bounding_box()
-    page.screenshot(path=path, full_page=True,
-                    clip={"x": 0, "y": 0, "width": 1500, "height": box["y"] + box["height"] + 16})
+    page.wait_for_function("() => { const g = document.querySelector('#timing .js-plotly-plot');"
+                           " return g && g.layout && g.layout.title.text.includes('dominotree'); }")
+    page.wait_for_timeout(2000)               # let the secondary views finish drawing
+    bottom = page.evaluate("() => document.querySelector('#timing').getBoundingClientRect().bottom + window.scrollY")
+    page.screenshot(path=path, full_page=True, clip={"x": 0, "y": 0, "width": 1500, "height": bottom + 16})
 
 
 def test_run_scrub_export_import(app, page, tmp_path):
@@ -139,3 +148,4 @@ def test_run_scrub_export_import(app, page, tmp_path):
         take_screenshot(page, r, os.environ["DOMINOTREE_SCREENSHOT"])
     outside = [u for u in page.requests if not re.match(r"(https?|ws)://127\.0\.0\.1[:/]|blob:|data:", u)]
     assert outside == [], f"the page fetched from outside this machine: {outside[:5]}"
+    assert page.errors == [], page.errors

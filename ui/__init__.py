@@ -17,7 +17,7 @@ from .controls import build_controls
 from .events import status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
-from .round_view import build_round_details, build_round_view
+from .round_view import build_round_details, build_round_view, build_topm
 from .summary import build_summary, build_timing
 
 INTRO = """# DominoTree explorer
@@ -51,11 +51,9 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
                 c.update(build_panes())
                 c.update(build_round_view())
                 c.update(build_exports())
-                with gr.Row(equal_height=False):
-                    with gr.Column(scale=3):
-                        c.update(build_round_details())
-                    with gr.Column(scale=2):
-                        c.update(build_timing())
+                c.update(build_round_details())
+                c.update(build_timing())
+                c.update(build_topm())
                 c.update(build_summary())
         wire(backend, c, demo)
     return demo

@@ -62,11 +62,11 @@ def available_presets() -> list[str]:
             if smollm2_installed():
                 out.append(name)
         elif name in HUB_PAIRS:
-            from dominotree.presets import PresetError, _hub_paths
+            from dominotree.presets import _hub_paths
             try:
                 _hub_paths(name)        # local_files_only: a cache lookup, never the network
                 out.append(name)
-            except (PresetError, Exception):
+            except Exception:  # noqa: BLE001 - PresetError, or a hub library that cannot start
                 pass
     return out
 
@@ -74,6 +74,17 @@ def available_presets() -> list[str]:
 def devices() -> list[str]:
     import torch
     return ["cuda", "cpu"] if torch.cuda.is_available() else ["cpu"]
+
+
+def cost_model(choice: ModelChoice):
+    """The verify-cost model ``profile-cost`` saved for this preset and device, if any: with it
+    the adaptive methods (caddtree, condadaptive) can run."""
+    try:
+        from dominotree.bench.cost import default_path, load_cost_model
+        path = default_path(choice.preset if choice.target is None else "custom", choice.device)
+        return load_cost_model(path) if path.is_file() else None
+    except Exception:  # noqa: BLE001 - an unreadable profile just leaves those methods out
+        return None
 
 
 def round_token_ids(rt: RoundTrace) -> set[int]:
@@ -172,7 +183,7 @@ class Backend:
             self._decoder = None                 # free the old pair before loading the next
             pair = load_pair(choice.preset if choice.target is None else None, choice.target,
                              list(choice.drafters) or None, dtype=choice.dtype, device=choice.device)
-            self._decoder, self._loaded = Decoder(pair), choice
+            self._decoder, self._loaded = Decoder(pair, cost_model=cost_model(choice)), choice
         return self._decoder
 
     def methods(self) -> list[str]:

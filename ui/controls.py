@@ -5,7 +5,7 @@ import json
 
 import gradio as gr
 
-from dominotree.config import BUILDERS, ConfigError, DecodeConfig, TreeConfig
+from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig
 from dominotree.presets import ASSETS
 
 from . import backend as be
@@ -48,8 +48,31 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
             except ValueError as e:
                 raise ConfigError(str(e)) from None
     return DecodeConfig(method=method, temperature=float(temperature), max_new_tokens=int(max_new),
-                        seed=int(seed), builder=builder, ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
+                        seed=int(seed), builder=builder,
+                        ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
                         tree=TreeConfig(budget=int(budget), corr_topm=int(topm), node_topk=int(topk)))
+
+
+def check_request(prompt, methods, max_new) -> list[str]:
+    """The methods to run, in METHODS order (``ar`` first: it is the speedup baseline); raises
+    ConfigError with a message for the user on anything out of bounds."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ConfigError("The prompt is empty: type something to decode.")
+    if len(prompt) > be.MAX_PROMPT_CHARS:
+        raise ConfigError(f"The prompt is {len(prompt)} characters; the limit is {be.MAX_PROMPT_CHARS}.")
+    unknown = sorted(set(map(str, methods or [])) - set(METHODS))
+    if unknown:
+        raise ConfigError(f"Unknown method(s): {', '.join(unknown)[:200]}")
+    wanted = [m for m in METHODS if m in (methods or [])]
+    if not wanted:
+        raise ConfigError("Pick at least one method.")
+    if len(wanted) > be.MAX_METHODS:
+        raise ConfigError(f"Pick at most {be.MAX_METHODS} methods to compare side by side (got {len(wanted)}).")
+    if not isinstance(max_new, (int, float)) or max_new != int(max_new):
+        raise ConfigError("Max new tokens must be a whole number.")
+    if not 1 <= int(max_new) <= be.MAX_NEW_TOKENS:
+        raise ConfigError(f"Max new tokens must be between 1 and {be.MAX_NEW_TOKENS} (got {int(max_new)}).")
+    return wanted
 
 
 def model_choice(preset, target, drafters, device, dtype) -> be.ModelChoice:
@@ -85,19 +108,21 @@ def build_controls(backend: be.Backend) -> dict:
             ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
                                      elem_id="ab-builder", info="dominotree: build each round twice")
     with gr.Accordion("Model", open=False):
+        start = backend.choice.preset or be.CUSTOM
         presets = be.available_presets()
-        preset = gr.Dropdown(presets + [be.CUSTOM], value=backend.choice.preset or be.CUSTOM,
-                             label="Preset (available on this machine)", elem_id="preset")
+        presets += [p for p in (start, be.CUSTOM) if p not in presets]
+        preset = gr.Dropdown(presets, value=start, label="Preset (available on this machine)", elem_id="preset")
         target = gr.Textbox(label="Custom target folder", placeholder="/path/to/target (transformers causal LM)",
                             elem_id="target", value=backend.choice.target or "")
         drafters = gr.Textbox(label="Custom drafter folders (one per line)", lines=2, elem_id="drafters",
                               value="\n".join(backend.choice.drafters))
         with gr.Row():
-            device = gr.Radio(be.devices(), value=backend.choice.device if backend.choice.device in be.devices()
-                              else "cpu", label="Device", elem_id="device")
+            devices = be.devices()
+            device = gr.Radio(devices, value=backend.choice.device if backend.choice.device in devices else "cpu",
+                              label="Device", elem_id="device")
             dtype = gr.Radio(["float32", "bfloat16"], value=backend.choice.dtype, label="dtype", elem_id="dtype")
         load = gr.Button("Load model", elem_id="load")
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
                 temperature=temperature, seed=seed, max_new=max_new, budget=budget, topm_m=topm, topk=topk,
-                builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters, device=device,
-                dtype=dtype, load=load)
+                builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters,
+                device=device, dtype=dtype, load=load)

@@ -2,6 +2,7 @@
 import of trace JSON files for replay without a model. Writers are ``dominotree.export``."""
 from __future__ import annotations
 
+import html
 import os
 import re
 from pathlib import Path
@@ -31,8 +32,11 @@ def _stem(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-") or "run"
 
 
-def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str) -> list:
-    """Files for the round on screen, one per format in ROUND_FORMATS (None when nothing shows)."""
+def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str,
+                formats=ROUND_FORMATS) -> list:
+    """Files for the round on screen, one per format in ROUND_FORMATS (None when nothing shows
+    or the format was not asked for). SVG and TikZ take milliseconds; PDF and PNG are rendered
+    from the SVG by cairosvg and take longer."""
     trace = pick(traces, focus)
     if trace is None or not trace.rounds:
         return [None] * len(ROUND_FORMATS)
@@ -40,14 +44,19 @@ def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str) -
     show = show if show in SHOWS else "conditional"
     stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round}-{show}"
     svg = export.round_svg(rt, trace.token_text, show=show)
-    out = {"svg": svg.encode("utf-8"), "tikz": export.round_tikz(rt, trace.token_text, show=show).encode("utf-8")}
+    out = {"svg": svg.encode("utf-8")}
+    if "tikz" in formats:
+        out["tikz"] = export.round_tikz(rt, trace.token_text, show=show).encode("utf-8")
     try:
-        out["pdf"], out["png"] = export.round_pdf(svg), export.round_png(svg)
+        if "pdf" in formats:
+            out["pdf"] = export.round_pdf(svg)
+        if "png" in formats:
+            out["png"] = export.round_png(svg)
     except RuntimeError as e:       # cairosvg/libcairo missing: SVG and TikZ still work
-        gr.Warning(str(e))
+        gr.Warning(html.escape(str(e), quote=False))
     paths = []
     for fmt in ROUND_FORMATS:
-        if fmt not in out:
+        if fmt not in out or fmt not in formats:
             paths.append(None)
             continue
         p = stem.with_suffix(".tex" if fmt == "tikz" else f".{fmt}")
@@ -65,6 +74,19 @@ def write_trace(folder: Path, traces: dict, focus: str | None) -> str | None:
     return str(p)
 
 
+def _check_fields(trace) -> None:
+    """Scalar fields the views print: load_trace checks structure, not these types, and a
+    shared trace file is untrusted."""
+    num = (int, float)
+    if not isinstance(trace.method, str) or not isinstance(trace.wall_s, num) or not isinstance(trace.stopped, str):
+        raise TraceError("method, stopped must be strings and wall_s a number")
+    for rt in trace.rounds:
+        if not all(isinstance(v, int) for v in (rt.round, rt.start, rt.bonus)) or not isinstance(rt.method, str):
+            raise TraceError("every round needs integer round, start and bonus and a string method")
+        if not isinstance(rt.stage_ms, dict) or not all(isinstance(v, num) for v in rt.stage_ms.values()):
+            raise TraceError(f"round {rt.round}: stage_ms must map stages to numbers")
+
+
 def read_traces(paths) -> dict:
     """Validated traces from uploaded files; raises gr.Error (and changes nothing) on any problem."""
     if not paths:
@@ -80,13 +102,15 @@ def read_traces(paths) -> dict:
             if p.stat().st_size > MAX_TRACE_BYTES:
                 raise TraceError(f"file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
             trace = load_trace(p)
+            _check_fields(trace)
             if trace.rounds:      # a trace that loads but cannot be drawn is refused too
                 from dominotree import figures
                 figures.tree_figure(trace.rounds[0], trace.token_text)
         except TraceError as e:
-            raise gr.Error(f"{name}: {e}", title="Trace not imported") from None
+            raise gr.Error(html.escape(f"{name}: {e}", quote=False), title="Trace not imported") from None
         except Exception as e:  # noqa: BLE001 - any other defect of an untrusted file
-            raise gr.Error(f"{name}: malformed trace ({type(e).__name__}: {e})", title="Trace not imported") from None
+            raise gr.Error(html.escape(f"{name}: malformed trace ({type(e).__name__}: {e})", quote=False),
+                           title="Trace not imported") from None
         key, n = trace.method, 2
         while key in out:
             key, n = f"{trace.method} ({n})", n + 1
@@ -96,13 +120,14 @@ def read_traces(paths) -> dict:
 
 def build_exports() -> dict:
     """Download buttons for the round on screen and for the whole run (filled once a run shows)."""
-    with gr.Row(equal_height=True, elem_classes=["dt-exports"]):
-        gr.Markdown("**Export this round**", elem_classes=["dt-export-label"])
+    with gr.Row(elem_classes=["dt-exports"]):
+        gr.HTML("<b>Download this round</b> (as drawn):", elem_classes=["dt-export-label"], padding=False)
         buttons = {f"export_{fmt}": _local_examples(gr.DownloadButton(
-            label, elem_id=f"export-{fmt}", size="sm", interactive=False))
+            label, elem_id=f"export-{fmt}", size="sm", interactive=False, scale=0, min_width=80))
             for fmt, label in [("svg", "SVG"), ("pdf", "PDF"), ("png", "PNG"), ("tikz", "TikZ")]}
+        gr.HTML("<b>Whole run:</b>", elem_classes=["dt-export-label"], padding=False)
         buttons["export_json"] = _local_examples(gr.DownloadButton(
-            "Trace JSON (whole run)", elem_id="export-json", size="sm", interactive=False))
+            "Trace JSON", elem_id="export-json", size="sm", interactive=False, scale=0, min_width=110))
     return buttons
 
 

@@ -20,8 +20,9 @@ def header_html(name: str, trace: DecodeTrace | None, ar_tps: float, running: bo
     if ar_tps > 0 and trace.method != "ar" and not running:
         bits.append(f"{trace.tokens_per_s / ar_tps:.2f}× ar")
     state = "decoding…" if running else (f"stopped: {html.escape(trace.stopped)}" if trace.stopped else "")
-    return (f'<div class="dt-pane-head"><b>{html.escape(name)}</b> · {" · ".join(bits)}'
-            + (f' <span class="dt-state">{state}</span>' if state else "") + "</div>")
+    return (f'<div class="dt-pane-head"><b>{html.escape(name)}</b>'
+            + (f' <span class="dt-state">{state}</span>' if state else "")
+            + f'<br><span class="dt-stats">{" · ".join(bits)}</span></div>')
 
 
 def render_panes(traces: dict, running: str | None = None, pending: list[str] = ()) -> list:

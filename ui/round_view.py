@@ -35,20 +35,22 @@ def tok_html(tok: int, token_text: dict | None) -> str:
 def captions_html(trace: DecodeTrace, rt: RoundTrace) -> str:
     """Four short captions, one per stage, with this round's numbers (tokens escaped)."""
     tt, ms, tree = trace.token_text, rt.stage_ms, rt.tree
-    cfg = trace.config.get("tree", {}) if isinstance(trace.config, dict) else {}
+    cfg = trace.config.get("tree") if isinstance(trace.config, dict) else None
+    cfg = cfg if isinstance(cfg, dict) else {}
     k = len(rt.accepted) - 1
     drafted = tree.num_nodes > 0
     if rt.method == "ar":
         draft = "No drafter: plain autoregressive decoding proposes nothing."
         build = "The tree is the root alone (the last committed token)."
     else:
-        m = len(rt.candidates[0]) if rt.candidates else cfg.get("corr_topm", "?")
+        m = len(rt.candidates[0]) if rt.candidates else html.escape(str(cfg.get("corr_topm", "?")))
         draft = (f"The drafter read the target's hidden states and proposed a distribution for each of the "
                  f"next {len(rt.candidates) or '?'} positions in one forward pass; it keeps the Top-M = {m} "
                  f"candidates per depth.")
         build = (f"{html.escape(METHOD_NOTES.get(rt.method, rt.method))}. "
                  f"{tree.num_nodes} nodes, {max(tree.depths)} deep"
-                 + (f", K = {cfg.get('node_topk')} children per expanded node" if rt.menus else "") + ".")
+                 + (f", K = {html.escape(str(cfg.get('node_topk')))} children per expanded node"
+                    if rt.menus else "") + ".")
     verify = (f"The target scored all {len(tree.tokens)} rows in one forward pass, each row attending only "
               f"to its ancestors (the tree attention mask).")
     path = " ".join(tok_html(tree.tokens[i], tt) for i in rt.accepted[1:])
@@ -68,8 +70,8 @@ def captions_html(trace: DecodeTrace, rt: RoundTrace) -> str:
     items = "".join(f'<li class="dt-stage dt-stage-{key}"><b>{name}</b> '
                     f'<span class="dt-ms">{float(ms.get(key, 0.0)):.1f} ms</span><br>{text}</li>'
                     for name, key, text in rows)
-    head = (f"<b>Round {rt.round}</b> of {len(trace.rounds)} · {html.escape(trace.method)} · "
-            f"position {rt.start} · τ this round = {rt.accept_len}")
+    head = (f"<b>Round {html.escape(str(rt.round))}</b> of {len(trace.rounds)} · {html.escape(trace.method)} · "
+            f"position {html.escape(str(rt.start))} · τ this round = {rt.accept_len}")
     return f'<div class="dt-captions" aria-live="polite"><div>{head}</div><ol>{items}</ol></div>'
 
 
@@ -137,5 +139,8 @@ def build_round_view() -> dict:
 
 def build_round_details() -> dict:
     mvc = gr.Plot(label="Conditional vs marginal tree on the same block", elem_id="mvc")
-    topm = gr.Plot(label="Top-M pruning per depth", elem_id="topm")
-    return dict(mvc=mvc, topm=topm)
+    return dict(mvc=mvc)
+
+
+def build_topm() -> dict:
+    return dict(topm=gr.Plot(label="Top-M pruning per depth", elem_id="topm"))

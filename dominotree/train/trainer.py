@@ -443,35 +443,31 @@ class Log:
 
 
 class ThreadProbe:
-    """Pick the thread count by measurement: the seconds per kept row of a few steps at
-    1 thread and at ``max_threads``, re-measured every ``every`` steps."""
+    """Pick the thread count by measurement. Run at ``cur`` threads (1 at first); at step 5
+    and then every ``every`` steps run one step at the other count and switch when its seconds
+    per kept row beat the median of the recent steps at ``cur`` by 10 %."""
 
-    def __init__(self, max_threads: int, every: int, n: int = 3):
+    def __init__(self, max_threads: int, every: int):
         self.opts = (1, max_threads)
-        self.every, self.n = every, n
+        self.every = every
         self.cur = 1
-        self.times: dict[int, list[float]] = {1: [], max_threads: []}
+        self.th = 1
+        self.hist: list[float] = []
 
     def before(self, step: int) -> None:
-        ph = step % self.every
-        if ph < 2 * self.n:  # probe phase: n steps at each setting (the first is a warm-up)
-            torch.set_num_threads(self.opts[ph // self.n])
-        else:
-            torch.set_num_threads(self.cur)
+        probe = len(self.hist) >= 3 and (step == 5 or step % self.every == self.every - 1)
+        self.th = (self.opts[1] if self.cur == self.opts[0] else self.opts[0]) if probe else self.cur
+        torch.set_num_threads(self.th)
 
     def after(self, step: int, sec_per_row: float) -> str | None:
-        ph = (step - 1) % self.every
-        if ph < 2 * self.n:
-            th = self.opts[ph // self.n]
-            if ph % self.n:  # skip the first step after a switch
-                self.times[th].append(sec_per_row)
-            if ph == 2 * self.n - 1:
-                m = {t: sorted(v)[len(v) // 2] for t, v in self.times.items() if v}
-                self.cur = min(m, key=m.get)
-                self.times = {t: [] for t in self.opts}
-                return ("threads: " + ", ".join(f"{t} -> {v * 1e3:.2f} ms/row" for t, v in m.items())
-                        + f"; using {self.cur}")
-        return None
+        if self.th == self.cur:
+            self.hist = (self.hist + [sec_per_row])[-10:]
+            return None
+        med = sorted(self.hist)[len(self.hist) // 2]
+        msg = f"threads: {self.cur} -> {med * 1e3:.2f} ms/row (median), {self.th} -> {sec_per_row * 1e3:.2f} ms/row"
+        if sec_per_row < 0.9 * med:
+            self.cur, self.hist = self.th, [sec_per_row]
+        return msg + f"; using {self.cur}"
 
 
 def save_atomic(model: Drafter, folder: Path, extra: dict) -> None:
@@ -573,8 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = "python -m dominotree.train.trainer " + " ".join(sys.argv[1:] if argv is None else argv)
     log(f"start: {cmd}")
     max_threads = torch.get_num_threads()
-    if a.threads != "auto":
-        torch.set_num_threads(int(a.threads))
+    torch.set_num_threads(1 if a.threads == "auto" else int(a.threads))
     random.seed(a.seed)
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -619,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"dflash: {cfg_d.num_hidden_layers} layers, inter {cfg_d.intermediate_size}, heads "
         f"{cfg_d.num_attention_heads}/{cfg_d.num_key_value_heads}x{cfg_d.head_dim}, {nparam(dflash) / 1e6:.2f} M params; "
         f"domino: + GRU {cfg_m.gru_hidden_dim}, emb {cfg_m.emb_dim}, {nparam(domino) / 1e6:.2f} M params; "
-        f"both {mb:.1f} MB in bf16; threads {torch.get_num_threads()}")
+        f"both {mb:.1f} MB in bf16; threads {a.threads} (max {max_threads})")
     opt_d = torch.optim.AdamW(param_groups(dflash, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     opt_m = torch.optim.AdamW(param_groups(domino, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     tr = Trainer(a, target, dflash, domino)
@@ -706,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"feat cache {tr.feats.used / 2**30:.2f} GB hit {tr.feats.hits}/{tr.feats.hits + tr.feats.misses}")
         now = time.perf_counter()
         if now - last_eval >= a.eval_every_min * 60:
+            if a.threads == "auto" and max_threads > 1:
+                torch.set_num_threads(probe.cur)
             res = run_eval(step)
             last_eval_step = step
             last_eval = time.perf_counter()
