@@ -257,5 +257,5 @@ def test_import_refuses_wrong_field_types(client, tiny_decoder, tmp_path):
     d["rounds"][0]["round"] = "<b>7</b>"
     p = tmp_path / "typed.json"
     p.write_text(json.dumps(d))
-    with pytest.raises(Exception, match="integer round"):
+    with pytest.raises(Exception, match="wrong type"):
         _import(client, p)
