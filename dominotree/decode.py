@@ -259,13 +259,7 @@ class Decoder:
         trace.text = tok.decode(trace.token_ids, skip_special_tokens=True) if tok is not None else ""
         seen = set(trace.token_ids)
         for r in trace.rounds:
-            seen.update(r.tree.tokens); seen.update(r.target_tokens)
-            for m in r.menus:
-                seen.update(m.tokens)
-            if r.marginal_tree is not None:
-                seen.update(r.marginal_tree.tokens)
-            for c in r.candidates:
-                seen.update(c)
+            seen |= r.token_ids()
         trace.token_text = self.token_text(sorted(seen))
         return trace
 

@@ -55,6 +55,17 @@ class RoundTrace:
         """Tokens committed this round (accepted drafts + bonus): the per-round tau."""
         return len(self.accepted)
 
+    def token_ids(self) -> set[int]:
+        """Every token id this round mentions (tree, target rows, menus, candidates)."""
+        ids = set(self.tree.tokens) | set(self.target_tokens) | {self.bonus}
+        for m in self.menus:
+            ids.update(m.tokens)
+        if self.marginal_tree is not None:
+            ids.update(self.marginal_tree.tokens)
+        for c in self.candidates:
+            ids.update(c)
+        return ids
+
     @property
     def committed(self) -> list[int]:
         return [self.tree.tokens[i] for i in self.accepted[1:]] + [self.bonus]

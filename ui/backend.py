@@ -61,14 +61,7 @@ def cost_model(choice: ModelChoice):
 
 
 def round_token_ids(rt: RoundTrace) -> set[int]:
-    ids = set(rt.tree.tokens) | set(rt.target_tokens) | {rt.bonus}
-    for m in rt.menus:
-        ids.update(m.tokens)
-    if rt.marginal_tree is not None:
-        ids.update(rt.marginal_tree.tokens)
-    for c in rt.candidates:
-        ids.update(c)
-    return ids
+    return rt.token_ids()
 
 
 class Job:

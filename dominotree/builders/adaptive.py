@@ -19,12 +19,9 @@ before each node, and records in ``Built.extra`` the final budget and whether th
 """
 from __future__ import annotations
 
-import heapq
 import math
 
-from ..trace import Menu
-from ..tree import Tree
-from .reference import Built
+from .reference import Built, build_reference
 
 
 class StopRule:
@@ -70,33 +67,7 @@ def build_adaptive(scorer, root_token: int, root_state, cfg, max_depth: int, sto
     """CondAdaptive: DominoTree's conditional best-first heap (``build_reference``: all K children
     pushed eagerly, key ``(-cum log-prob, insertion counter)``) that asks ``stop(n, logw)`` before
     accepting each popped node; ``cfg.budget`` is the maximum budget."""
-    tokens, parents, depths, scores, margs = [int(root_token)], [-1], [0], [0.0], [0.0]
-    menus: list[Menu] = []
-    heap: list = []
-    tie = 0
-
-    def expand(row: int, state, depth: int, cum: float, marg: float):
-        nonlocal tie
-        ch = scorer.children(state, depth)
-        menus.append(Menu(row, depth, ch.tokens, ch.logprobs, ch.base_logprobs, ch.ranks))
-        for k, (tok, lp, blp) in enumerate(zip(ch.tokens, ch.logprobs, ch.base_logprobs)):
-            st = ch.states[k] if ch.states is not None else None
-            heapq.heappush(heap, (-(cum + lp), tie, tok, depth, row, st, marg + blp))
-            tie += 1
-
-    expand(0, root_state, 1, 0.0, 0.0)
-    stopped = False
-    while heap and len(tokens) - 1 < cfg.budget:
-        if stop is not None and stop(len(tokens) - 1, -heap[0][0]):
-            stopped = True
-            break
-        neg, _, tok, depth, parent, state, marg = heapq.heappop(heap)
-        row = len(tokens)
-        tokens.append(tok); parents.append(parent); depths.append(depth)
-        scores.append(-neg); margs.append(marg)
-        if depth < max_depth and len(tokens) - 1 < cfg.budget:
-            expand(row, state, depth + 1, -neg, marg)
-    n = len(tokens) - 1
-    extra = {"adaptive_budget": n, "max_budget": cfg.budget, "hit_max_budget": n >= cfg.budget,
-             "stopped_early": stopped}
-    return Built(Tree(tokens, parents, depths, scores, margs), menus, extra)
+    built = build_reference(scorer, root_token, root_state, cfg, max_depth, stop=stop)
+    n = built.tree.num_nodes
+    built.extra.update(adaptive_budget=n, max_budget=cfg.budget, hit_max_budget=n >= cfg.budget)
+    return built

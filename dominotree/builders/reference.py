@@ -23,8 +23,11 @@ class Built:
     extra: dict = field(default_factory=dict)
 
 
-def build_reference(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
-    """Best-first conditional tree: ``budget`` nodes, each expanded node offers K children."""
+def build_reference(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int, stop=None) -> Built:
+    """Best-first conditional tree: ``budget`` nodes, each expanded node offers K children.
+
+    ``stop(n, logw) -> bool``, when given, is asked before accepting each popped node (an adaptive
+    budget, CondAdaptive); ``cfg.budget`` is then the maximum."""
     tokens, parents, depths, scores, margs = [int(root_token)], [-1], [0], [0.0], [0.0]
     menus: list[Menu] = []
     heap: list = []
@@ -40,7 +43,11 @@ def build_reference(scorer, root_token: int, root_state, cfg: TreeConfig, max_de
             tie += 1
 
     expand(0, root_state, 1, 0.0, 0.0)
+    stopped = False
     while heap and len(tokens) - 1 < cfg.budget:
+        if stop is not None and stop(len(tokens) - 1, -heap[0][0]):
+            stopped = True
+            break
         neg, _, tok, depth, parent, state, marg = heapq.heappop(heap)
         row = len(tokens)
         tokens.append(tok); parents.append(parent); depths.append(depth)
@@ -48,7 +55,8 @@ def build_reference(scorer, root_token: int, root_state, cfg: TreeConfig, max_de
         # the last node's children could never be used: skip the wasted expansion
         if depth < max_depth and len(tokens) - 1 < cfg.budget:
             expand(row, state, depth + 1, -neg, marg)
-    return Built(Tree(tokens, parents, depths, scores, margs), menus)
+    extra = {"stopped_early": stopped} if stop is not None else {}
+    return Built(Tree(tokens, parents, depths, scores, margs), menus, extra)
 
 
 def build_lazy(top_ids: list[list[int]], top_lps: list[list[float]], root_token: int, budget: int,

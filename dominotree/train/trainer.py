@@ -318,6 +318,8 @@ class Trainer:
     # --- one sequence through both backbones ------------------------------------------
     def _backbones(self, feats: torch.Tensor, blk: Blocks):
         feats = feats[:, : blk.n_ctx]
+        if self.a.no_amp:  # float32 drafter: bf16 target features must be cast explicitly
+            feats = feats.float()
         noise = F.embedding(blk.blk_ids, self.embed_w).float()[None]   # [1, n, H]
         ctx_pos = torch.arange(blk.n_ctx)
         with self.amp:

@@ -1,0 +1,60 @@
+"""The embedded default pair: SmolLM2-135M-Instruct with the DFlash and Domino drafters trained
+here and shipped in assets/. Loads offline, passes the released-format checks, decodes with
+every method, and every method's float32 greedy output equals `ar`.
+
+Run: HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q tests/test_embedded.py
+"""
+import json
+
+import pytest
+
+from dominotree.config import DecodeConfig
+from dominotree.models.checkpoint import check_pair, load_drafter, read_config
+from dominotree.presets import ASSETS, DEFAULT_PRESET
+
+METHODS = ["ar", "dflash", "ddtree", "domino", "dominotree", "marg", "condstatic"]
+PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a string.",
+           "Give me three tips for better sleep."]
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from dominotree.decode import Decoder
+    from dominotree.presets import load_pair
+    return Decoder(load_pair(DEFAULT_PRESET, dtype="float32", device="cpu"))
+
+
+def test_default_preset_is_the_embedded_pair(smol):
+    assert DEFAULT_PRESET == "smollm2"
+    assert set(smol.pair.drafters) == {"dflash", "domino"}
+    assert smol.target.model.config.model_type == "llama" and smol.target.vocab_rows == 49152
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_shipped_checkpoints_pass_release_format_checks(smol, kind):
+    folder = ASSETS / "drafters" / f"smollm2-{kind}-b16"
+    raw = json.loads((folder / "config.json").read_text())
+    assert raw["architectures"] == ["DFlashDraftModel"] and raw["block_size"] == 16
+    assert raw["dflash_config"]["mask_token_id"] < 49152
+    cfg = read_config(folder)
+    assert cfg.kind == kind and cfg.shift_label == (kind == "domino")
+    if kind == "domino":
+        assert raw["dflash_config"]["projector_type"] == "domino"
+        assert raw["dflash_config"]["pure_draft_prefix_len"] == 1
+    load_drafter(folder)
+    for m in (["ddtree", "dflash"] if kind == "dflash" else ["dominotree", "domino", "marg", "condstatic"]):
+        check_pair(m, cfg, smol.target)
+    size = sum(f.stat().st_size for f in folder.iterdir())
+    assert size < 30 * 2**20
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_every_method_equals_ar_in_float32(smol, prompt):
+    ar = smol.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).token_ids
+    taus = {}
+    for m in METHODS[1:]:
+        tr = smol.generate(prompt, DecodeConfig(method=m, max_new_tokens=24))
+        assert tr.token_ids == ar, m
+        taus[m] = tr.tau
+    # trained drafters accept real drafts (a random drafter would give tau ~ 1)
+    assert max(taus.values()) > 1.5, taus
