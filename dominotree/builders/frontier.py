@@ -36,7 +36,7 @@ import torch
 from ..config import TreeConfig
 from ..trace import Menu
 from ..tree import Tree
-from .graph import WARMUP, NodeExpander, _key, graphs_enabled, supports, sync_check
+from .graph import WARMUP, NodeExpander, _key, graphs_enabled, lru_get, supports, sync_check
 from .reference import Built, build_reference
 
 _CACHE_SIZE = 4
@@ -193,15 +193,7 @@ _PROGRAMS: OrderedDict = OrderedDict()
 
 def program_for(scorer, budget: int) -> FrontierProgram:
     key = (_key(scorer), budget)
-    prog = _PROGRAMS.get(key)
-    if prog is None:
-        prog = FrontierProgram(scorer, budget)
-        _PROGRAMS[key] = prog
-        while len(_PROGRAMS) > _CACHE_SIZE:
-            _PROGRAMS.popitem(last=False)
-    else:
-        _PROGRAMS.move_to_end(key)
-    return prog
+    return lru_get(_PROGRAMS, key, lambda: FrontierProgram(scorer, budget), _CACHE_SIZE)
 
 
 def build_frontier(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:

@@ -347,14 +347,19 @@ _EXPANDERS: OrderedDict = OrderedDict()
 def expander_for(scorer: ConditionalScorer) -> NodeExpander:
     """The cached expander for this scorer's key (allocated on first use, captured on CUDA)."""
     key = _key(scorer)
-    exp = _EXPANDERS.get(key)
-    if exp is None:
-        exp = _EXPANDERS[key] = NodeExpander(scorer)
-        while len(_EXPANDERS) > _CACHE_SIZE:
-            _EXPANDERS.popitem(last=False)
+    return lru_get(_EXPANDERS, key, lambda: NodeExpander(scorer), _CACHE_SIZE)
+
+
+def lru_get(cache, key, make, size: int):
+    """``cache[key]`` (an OrderedDict), made with ``make()`` on a miss; keeps the ``size`` newest."""
+    item = cache.get(key)
+    if item is None:
+        item = cache[key] = make()
+        while len(cache) > size:
+            cache.popitem(last=False)
     else:
-        _EXPANDERS.move_to_end(key)
-    return exp
+        cache.move_to_end(key)
+    return item
 
 
 def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
