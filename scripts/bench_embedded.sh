@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
 # The committed CPU benchmark of the embedded pair (SmolLM2-135M-Instruct + the drafters in
-# assets/drafters), run with nothing else on the machine. Writes results/smollm2-cpu-T*/.
-#   bash scripts/bench_embedded.sh [max_new_tokens] [T=1 prompts per category]
+# assets/drafters), run with nothing else on the machine. Writes:
+#   results/cost_model_smollm2_cpu.json   verify-cost profile for caddtree / condadaptive (this machine)
+#   results/smollm2-cpu/                  all 9 methods, the 36 held-out prompts, T = 0, 0.5, 1
+#   results/smollm2-cpu-topm/             Top-M sweep (dominotree, T = 0, the first P prompts per category)
+#   results/smollm2-cpu-budget/           budget sweep (ddtree and dominotree, T = 0, same prompts)
+#   bash scripts/bench_embedded.sh [max_new_tokens=48] [sweep prompts per category=4] [parts=main,topm,budget]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
-PY=.venv/bin/python
+PY=${PY:-.venv/bin/python}
 N=${1:-48}
-L1=${2:-2}
+P=${2:-4}
+PARTS=${3:-main,topm,budget}
+CM=results/cost_model_smollm2_cpu.json
 COMMON=(--preset smollm2 --dtype bfloat16 --builder graph --max-new-tokens "$N")
-[ -f results/cost_model_smollm2_cpu.json ] || \
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
+
+if [ ! -f "$CM" ] || has profile; then
   $PY -m dominotree profile-cost --preset smollm2 --dtype bfloat16 --contexts 64,256,512 --nodes 0,1,2,4,8,16,32 \
-    --repeats 5 --out results/cost_model_smollm2_cpu.json
-# T = 0: all 36 held-out prompts, every method
-$PY -m dominotree bench "${COMMON[@]}" --dataset eval --cost-model results/cost_model_smollm2_cpu.json \
-  --methods ar,dflash,ddtree,caddtree,domino,dominotree,marg,condstatic,condadaptive \
-  --temperatures 0 --out results/smollm2-cpu-T0 --overwrite
-# T = 1: the first prompts of each category (time on this 2-core machine), the seven fixed-budget methods
-$PY -m dominotree bench "${COMMON[@]}" --dataset chat,math,code --limit "$L1" \
-  --methods ar,dflash,ddtree,domino,dominotree,marg,condstatic \
-  --temperatures 1 --out results/smollm2-cpu-T1 --overwrite
+    --repeats 5 --out "$CM"
+fi
+if has main; then
+  $PY -m dominotree bench "${COMMON[@]}" --dataset eval --cost-model "$CM" \
+    --methods ar,dflash,ddtree,caddtree,domino,dominotree,marg,condstatic,condadaptive \
+    --temperatures 0,0.5,1 --out results/smollm2-cpu --overwrite
+fi
+if has topm; then
+  $PY -m dominotree bench "${COMMON[@]}" --dataset chat,math,code --limit "$P" \
+    --ablation topm --topms 16,32,64,128,0 --temperatures 0 --out results/smollm2-cpu-topm --overwrite
+fi
+if has budget; then
+  $PY -m dominotree bench "${COMMON[@]}" --dataset chat,math,code --limit "$P" \
+    --ablation budget --methods ddtree,dominotree --budgets 4,8,16,32,64 --temperatures 0 \
+    --out results/smollm2-cpu-budget --overwrite
+fi

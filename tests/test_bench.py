@@ -252,7 +252,8 @@ def test_bench_end_to_end_writes_every_output(tmp_path, bench_cli):
         assert {"tau", "tokens_per_s", "speedup", "lossless"} <= set(m) and m["lossless"] is True
     assert last["methods"]["ar"]["speedup"] == pytest.approx(1.0)
     assert "dominotree vs ar" in last["ci"]
-    for name in ("summary.csv", "summary.md", "ci.csv", "ci.md", "lossless.csv", "results.json", "run.json",
+    assert set(last["claims"]) == {"faster_than_ar"}      # the only claim ar + dominotree can decide
+    for name in ("summary.csv", "summary.md", "ci.csv", "ci.md", "claims.md", "lossless.csv", "results.json", "run.json",
                  "prompts.jsonl", "answers/T0.0/ar.jsonl", "answers/T0.0/dominotree.jsonl"):
         assert (out / name).is_file(), name
     for fig in ("speedup", "tau_hist", "stages"):
@@ -275,6 +276,18 @@ def test_bench_end_to_end_writes_every_output(tmp_path, bench_cli):
     run = json.loads((out / "run.json").read_text())
     assert run["versions"]["torch"] and run["hardware"]["cpu_count"]
     assert "| dominotree | overall |" in (out / "summary.md").read_text()
+
+
+def test_bench_several_temperatures_draws_per_temperature_figures(tmp_path, bench_cli):
+    out = tmp_path / "temps"
+    code, stdout, err = bench_cli("--prompts", str(_prompts(tmp_path)), "--methods", "ar,dominotree",
+                                  "--temperatures", "0,1", "--max-new-tokens", "4", "--out", str(out), "--no-warmup")
+    assert code == 0, err
+    last = json.loads(stdout.strip().splitlines()[-1])
+    assert set(last["by_temperature"]) == {"0.0", "1.0"}
+    names = {p.stem for p in (out / "figures").iterdir()}
+    assert {"speedup", "tau_hist", "stages", "tau_hist_t1_0", "stages_t1_0"} <= names, names
+    assert "tau_hist_t0_0" not in names          # the first temperature keeps the plain names
 
 
 def test_bench_partial_results_survive_a_crash_and_resume(tmp_path, bench_cli, monkeypatch):
@@ -340,3 +353,31 @@ def test_adaptive_methods_are_lossless(tiny_pair, method):
     assert min(sizes) < 24                                       # the rule stopped below the maximum
     if method == "condadaptive":
         assert all(r.extra["adaptive_budget"] == r.tree.num_nodes for r in rounds)
+
+
+def test_claims_are_decided_from_the_numbers():
+    import pandas as pd
+    from dominotree.bench import claims
+    rows = [("ar", 1.0, 10.0, None, None), ("dflash", 1.3, 9.0, None, None), ("ddtree", 1.7, 12.0, None, None),
+            ("domino", 1.6, 8.0, None, None), ("marg", 1.65, 11.0, None, None), ("condstatic", 1.8, 11.5, None, None),
+            ("dominotree", 1.9, 12.5, None, None), ("condadaptive", 1.9, 12.0, 16, 0.9)]
+    df = pd.DataFrame([{"temperature": 0.0, "scope": "overall", "label": l, "method": l, "tau": tau,
+                        "tokens_per_s": tps, "budget": b, "hit_max_frac": h, "mean_nodes": 15.5} for l, tau, tps, b, h in rows])
+    ci = pd.DataFrame([{"temperature": 0.0, "scope": "overall", "a": "dominotree", "b": b, "pct": p, "lo": lo, "hi": hi,
+                        "n": 36} for b, p, lo, hi in [("ar", 25.0, 10.0, 40.0), ("domino", 56.0, 40.0, 70.0),
+                                                      ("ddtree", 4.0, -2.0, 10.0), ("condadaptive", 4.0, -1.0, 9.0)]])
+    found = {c.key: c for c in claims.evaluate({"temps": ["0.0"], "summary": df, "ci": ci})}
+    assert {k: c.reproduced for k, c in found.items()} == {
+        "highest_tau": True, "highest_throughput": True, "faster_than_ar": True, "faster_than_domino": True,
+        "faster_than_ddtree": False, "ladder": True, "tree_beats_chain": True, "ddtree_beats_dflash": True,
+        "condadaptive_fails": True}
+    assert "-2.0" in found["faster_than_ddtree"].evidence and "90%" in found["condadaptive_fails"].evidence
+    # a tie for the top tau counts for dominotree; a higher one elsewhere does not
+    df.loc[df["label"] == "condstatic", "tau"] = 1.95
+    found = {c.key: c for c in claims.evaluate({"temps": ["0.0"], "summary": df, "ci": ci})}
+    assert not found["highest_tau"].reproduced and not found["ladder"].reproduced
+    assert "condstatic 1.950" in found["highest_tau"].evidence
+    md = claims.to_markdown(list(found.values()))
+    assert "| DominoTree has the highest tau of all methods | **no** |" in md
+    # without dominotree nothing is claimed
+    assert claims.evaluate({"temps": ["0.0"], "summary": df[df["label"] != "dominotree"], "ci": ci}) == []

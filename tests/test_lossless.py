@@ -146,3 +146,25 @@ def test_decoder_at_temperature_follows_target(tiny_decoder):
     assert matched > 20 and bonus > 20, (matched, bonus)
     obs, exp = _binned(counts, marg2, n)
     assert _chi2_pvalue(obs, exp) > 1e-3
+
+
+def test_sampler_follows_softmax_at_temperature():
+    """The inverse-CDF sampler: every row is an independent draw from softmax(logits / T)."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.tensor([1.0, 0.0, 2.5, -1.0, 0.5, -3.0])
+    for temp in (0.5, 1.0):
+        n = 20000
+        draws = sample(logits.repeat(n, 1).to(torch.bfloat16), temp, gen)
+        probs = torch.softmax(logits.to(torch.bfloat16).float() / temp, -1).tolist()
+        counts = {i: draws.count(i) for i in range(len(probs))}
+        obs, exp = _binned(counts, probs, n)
+        assert _chi2_pvalue(obs, exp) > 1e-3, temp
+
+
+def test_sampler_never_draws_zero_probability_tokens_and_argmax_takes_the_first_tie():
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.tensor([[-float("inf"), 0.0, -float("inf"), 0.0, -float("inf")]]).repeat(5000, 1)
+    draws = sample(logits, 1.0, gen)
+    assert set(draws) == {1, 3}
+    assert sample(torch.tensor([[0.0, 2.0, 2.0], [3.0, 3.0, 1.0]]), 0.0) == [1, 0]
+    assert sample(torch.tensor([[0.0, 2.0, 2.0]], dtype=torch.bfloat16), 0.0) == [1]

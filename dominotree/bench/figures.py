@@ -176,13 +176,22 @@ FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage
            "budget_curve": budget_curve, "adaptive_budget": adaptive_budget_figure}
 
 
+# figures drawn at one temperature: the first one keeps the plain name, later ones get ``_t<T>`` (``tau_hist_t0_5``)
+PER_TEMPERATURE = ("tau_hist", "stages", "adaptive_budget")
+
+
 def build_figures(res: dict, hardware: str = "") -> dict[str, go.Figure]:
     _COLOR_ORDER[:] = [l for l in res.get("labels", []) if l != "ar"]
+    temps = list(res.get("temps", []))
     out = {}
     for name, fn in FIGURES.items():
-        fig = fn(res, hardware)
-        if fig is not None:
-            out[name] = fig
+        variants = [(name, res)]
+        if name in PER_TEMPERATURE:
+            variants += [(f"{name}_t{str(t).replace('.', '_')}", {**res, "temps": [t]}) for t in temps[1:]]
+        for key, r in variants:
+            fig = fn(r, hardware)
+            if fig is not None:
+                out[key] = fig
     return out
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config import METHODS, STAGES, ConfigError, DecodeConfig, TreeConfig
-from . import stats
+from . import claims, stats
 
 ADAPTIVE = ("caddtree", "condadaptive")
 ABLATIONS = ("ladder", "topm", "budget")
@@ -500,8 +500,24 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     ldf.to_csv(out / "lossless.csv", index=False)
     (out / "summary.md").write_text(summary_markdown(df, cdf, out), encoding="utf-8")
     (out / "ci.md").write_text(ci_markdown(cdf), encoding="utf-8")
-    return {"temps": temps, "labels": labels, "summary": df, "ci": cdf, "lossless": ldf, "result": result,
-            "records": recs}
+    res = {"temps": temps, "labels": labels, "summary": df, "ci": cdf, "lossless": ldf, "result": result,
+           "records": recs}
+    found = claims.evaluate(res)
+    (out / "claims.md").write_text(claims.to_markdown(found, _run_line(out)), encoding="utf-8")
+    for t in temps:
+        result[t]["claims"] = {c.key: c.reproduced for c in found if c.temperature == float(t)}
+    res["claims"] = found
+    return res
+
+
+def _run_line(out: Path) -> str:
+    try:
+        run = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    hw = run.get("hardware", {})
+    return (f"Command: `{run.get('command', '')}`  \nPair: {run.get('preset')} ({run.get('dtype')}) on "
+            f"{hw.get('gpu') or hw.get('cpu')}, {hw.get('torch_threads')} torch threads.")
 
 
 def _r(x, nd: int = 4):

@@ -235,6 +235,18 @@ def pick_anchors(seq: Seq, k: int, rng: random.Random) -> list[int]:
 # ------------------------------------------------------------------------------------------
 # model pieces
 
+def resume_from(model: Drafter, folder: Path) -> None:
+    """Load a released-format checkpoint into ``model`` (fp32 master weights); the checkpoint's
+    config must equal the one the flags describe, so a resumed run trains the same architecture."""
+    from dominotree.models.checkpoint import load_drafter
+    src = load_drafter(folder, torch.float32)
+    ours, theirs = model.cfg.to_dict(), src.cfg.to_dict()
+    diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    if diff:
+        raise SystemExit(f"error: {folder}: config differs from the flags in {', '.join(diff[:6])}")
+    model.load_state_dict(src.state_dict(), strict=True)
+
+
 def make_configs(tcfg, a) -> tuple[DrafterConfig, DrafterConfig]:
     H = int(tcfg.hidden_size)
     heads = a.heads or int(tcfg.num_attention_heads)
@@ -537,6 +549,13 @@ def parse_args(argv):
     ap.add_argument("--gru-hidden", type=int, default=256)
     ap.add_argument("--emb-dim", type=int, default=128)
     ap.add_argument("--decay-ratio", type=float, default=0.3, help="Domino base-anchored curriculum length")
+    ap.add_argument("--lam-floor", type=float, default=0.0,
+                    help="lower bound of the base-loss weight lam (0: the released curriculum, lam -> 0). "
+                         "A floor keeps the base logits a usable Top-M candidate list for DominoTree")
+    ap.add_argument("--resume-dflash", type=Path, default=None,
+                    help="start from this DFlash checkpoint folder (released format) instead of a fresh init")
+    ap.add_argument("--resume-domino", type=Path, default=None,
+                    help="start from this Domino checkpoint folder (released format) instead of a fresh init")
     ap.add_argument("--gamma", type=float, default=7.0, help="row loss-weight decay exp(-(k-1)/gamma)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
@@ -608,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         init_drafter(dflash, target, a.init_from_target)
         init_drafter(domino, target, a.init_from_target)
+    for name, model, folder in (("dflash", dflash, a.resume_dflash), ("domino", domino, a.resume_domino)):
+        if folder is not None:
+            resume_from(model, folder)
+            log(f"{name}: resumed from {folder}")
     dflash.train(); domino.train()
     nparam = lambda m: sum(p.numel() for p in m.parameters())
     mb = (nparam(dflash) + nparam(domino)) * 2 / 1e6
@@ -674,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
             epoch += 1
         batch, order = order[: a.batch], order[a.batch:]
         lr = lr_at(p, a.lr, a.warmup, a.min_lr_frac)
-        lam = max(0.0, 1.0 - p / a.decay_ratio) if a.decay_ratio > 0 else 0.0
+        lam = max(a.lam_floor, 1.0 - p / a.decay_ratio if a.decay_ratio > 0 else 0.0)
         for o in (opt_d, opt_m):
             for g in o.param_groups:
                 g["lr"] = lr
