@@ -381,3 +381,34 @@ def test_claims_are_decided_from_the_numbers():
     assert "| DominoTree has the highest tau of all methods | **no** |" in md
     # without dominotree nothing is claimed
     assert claims.evaluate({"temps": ["0.0"], "summary": df[df["label"] != "dominotree"], "ci": ci}) == []
+
+
+def test_ties_locate_the_first_difference_and_measure_the_target_gap(tiny_decoder):
+    import torch
+    from dominotree.bench import ties
+    from dominotree.bench.datasets import Prompt
+    from dominotree.bench.run import encode_messages
+    assert ties.first_difference([[1, 2, 3]], [[1, 2, 3]]) is None
+    assert ties.first_difference([[1, 2], [5, 6, 7]], [[1, 2], [5, 9]]) == (1, 1)
+    assert ties.first_difference([[1, 2]], [[1, 2, 3]]) is None      # one stopped earlier
+    p = Prompt("q1", "chat", ["Count to five."])
+    ids = encode_messages(tiny_decoder, [{"role": "user", "content": p.turns[0]}])
+    tgt = tiny_decoder.target
+    with torch.inference_mode():
+        logits = tgt.forward(torch.tensor([ids]), torch.arange(len(ids))[None], tgt.new_cache()).logits[-1].float()
+    order = torch.argsort(logits, descending=True).tolist()
+    ar_tok, third = order[0], order[2]
+
+    def rec(toks):
+        return {"choices": [{"token_ids": [toks], "turns": ["x"]}]}
+    by = {("0.0", "ar"): {"q1": rec([ar_tok, 7])}, ("0.0", "m"): {"q1": rec([third, 7])},
+          ("0.0", "same"): {"q1": rec([ar_tok, 7])}, ("1.0", "m"): {"q1": rec([third])}}
+    rows = ties.diagnose(tiny_decoder, {"q1": p}, by, encode_messages)
+    assert len(rows) == 1 and rows[0]["label"] == "m" and (rows[0]["turn"], rows[0]["token"]) == (0, 0)
+    assert rows[0]["rank"] == 2
+    assert rows[0]["gap"] == pytest.approx(float(logits[ar_tok] - logits[third]), abs=1e-4)
+    text = ties.summary_line(rows, 2)
+    assert "1 of 2" in text and "investigate" in text          # rank 2 is no rounding tie
+    tie = [dict(rows[0], gap=0.0625, rank=1)]
+    assert "near-tie" in ties.summary_line(tie, 2) and "investigate" not in ties.summary_line(tie, 2)
+    assert ties.summary_line([], 3).startswith("All 3")

@@ -498,7 +498,7 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     df.to_csv(out / "summary.csv", index=False)
     cdf.to_csv(out / "ci.csv", index=False)
     ldf.to_csv(out / "lossless.csv", index=False)
-    (out / "summary.md").write_text(summary_markdown(df, cdf, out), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(df, cdf, out, _tie_notes(out, lossless)), encoding="utf-8")
     (out / "ci.md").write_text(ci_markdown(cdf), encoding="utf-8")
     res = {"temps": temps, "labels": labels, "summary": df, "ci": cdf, "lossless": ldf, "result": result,
            "records": recs}
@@ -556,7 +556,25 @@ FMT = {"temperature": ".1f", "budget": ".0f", "corr_topm": ".0f", "tau": ".2f", 
        "commit_ms": ".2f", "mean_nodes": ".1f", "hit_max_frac": ".2f", "pct": "+.2f", "lo": ".2f", "hi": ".2f"}
 
 
-def summary_markdown(df, cdf, out: Path) -> str:
+def _tie_notes(out: Path, lossless: list[dict]) -> dict[float, str]:
+    """{temperature: paragraph} from ``ties.csv`` when the run wrote one."""
+    import pandas as pd
+    from . import ties
+    path = out / "ties.csv"
+    if not path.is_file():
+        return {}
+    try:
+        tdf = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return {}
+    notes = {}
+    for t in sorted({r["temperature"] for r in lossless}):
+        rows = tdf[tdf["temperature"] == t].to_dict("records") if len(tdf) else []
+        notes[float(t)] = ties.summary_line(rows, sum(1 for r in lossless if r["temperature"] == t))
+    return notes
+
+
+def summary_markdown(df, cdf, out: Path, notes: dict[float, str] | None = None) -> str:
     run = {}
     try:
         run = json.loads((out / "run.json").read_text())
@@ -575,6 +593,8 @@ def summary_markdown(df, cdf, out: Path) -> str:
         sub = df[df["temperature"] == t]
         parts.append(f"\n## T = {t}\n\n### Overall\n\n")
         parts.append(md_table(sub[sub["scope"] == "overall"], SUMMARY_COLS, FMT))
+        if notes and notes.get(float(t)):
+            parts.append("\n`lossless`: every output equals `ar`'s token for token. " + notes[float(t)] + "\n")
         ad = sub[(sub["scope"] == "overall") & sub["method"].isin(ADAPTIVE)]
         if len(ad):
             parts.append("\n### Adaptive budgets\n\n")
@@ -810,12 +830,22 @@ def main(argv=None) -> int:
     run_bench(dec, prompts, variants, temps, out, max_new_tokens=a.max_new_tokens, repeats=a.repeats,
               builder=a.builder, ab_builder=a.ab_builder, chat=chat, warmup=not a.no_warmup, resume=a.resume,
               progress=not a.no_progress, ctx=ctx)
+    if any(t < 1e-5 for t in temps):
+        write_ties(dec, prompts, out, chat)
     run_meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out / "run.json").write_text(json.dumps(run_meta, indent=1, default=str))
     res = summarize(out, order=[v.label for v in variants], focus=a.focus, n_boot=a.bootstrap)
     if a.ablation:
         write_ablation(res, a.ablation, out)
     return _finish(a, res, out)
+
+
+def write_ties(dec, prompts, out: Path, chat: bool) -> None:
+    """``ties.csv``: the target's logit gap at each T = 0 output's first difference from ``ar``."""
+    import pandas as pd
+    from . import ties
+    rows = ties.diagnose(dec, {p.id: p for p in prompts}, _per_prompt(read_answers(out)), encode_messages, chat)
+    pd.DataFrame(rows, columns=ties.COLUMNS).to_csv(out / "ties.csv", index=False)
 
 
 def _has_drafter(pair, method: str) -> bool:
