@@ -500,6 +500,7 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     ldf.to_csv(out / "lossless.csv", index=False)
     (out / "summary.md").write_text(summary_markdown(df, cdf, out, _tie_notes(out, lossless)), encoding="utf-8")
     (out / "ci.md").write_text(ci_markdown(cdf), encoding="utf-8")
+    (out / "headline.md").write_text(headline_markdown(df, labels), encoding="utf-8")
     res = {"temps": temps, "labels": labels, "summary": df, "ci": cdf, "lossless": ldf, "result": result,
            "records": recs}
     found = claims.evaluate(res)
@@ -608,6 +609,29 @@ def summary_markdown(df, cdf, out: Path, notes: dict[float, str] | None = None) 
             parts.append("\n### Throughput ratios, paired bootstrap 95 % CI over prompts (overall)\n\n")
             parts.append(md_table(c, ["a", "b", "n", "text", "excludes_zero"], FMT))
     return "".join(parts)
+
+
+def headline_markdown(df, labels: list[str]) -> str:
+    """One row per method, tau / tokens per s / speedup per temperature (the README's table)."""
+    if df is None or not len(df):
+        return "_(no rows)_\n"
+    ov = df[df["scope"] == "overall"]
+    temps = sorted(ov["temperature"].unique())
+    head = "| method | " + " | ".join(f"T={t:g} tau | T={t:g} tok/s | T={t:g} speedup" for t in temps) + " |"
+    lines = [head, "|---|" + "---:|" * (3 * len(temps))]
+    for lab in labels:
+        cells = []
+        for t in temps:
+            r = ov[(ov["label"] == lab) & (ov["temperature"] == t)]
+            if not len(r):
+                cells += ["", "", ""]
+                continue
+            r = r.iloc[0]
+            sp = r["speedup"]
+            cells += [f"{r['tau']:.2f}", f"{r['tokens_per_s']:.1f}",
+                      f"{sp:.2f}x" if sp is not None and sp == sp else ""]
+        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def ci_markdown(cdf) -> str:
