@@ -412,3 +412,13 @@ def test_ties_locate_the_first_difference_and_measure_the_target_gap(tiny_decode
     tie = [dict(rows[0], gap=0.0625, rank=1)]
     assert "near-tie" in ties.summary_line(tie, 2) and "investigate" not in ties.summary_line(tie, 2)
     assert ties.summary_line([], 3).startswith("All 3")
+
+
+def test_topm_curve_needs_a_sweep():
+    import pandas as pd
+    from dominotree.bench.figures import topm_curve
+    rows = [{"temperature": 0.0, "scope": "overall", "label": f"dominotree/m{m}", "method": "dominotree",
+             "corr_topm": m, "tau": 1.5 + m / 1000, "build_ms": 5.0 + m / 10, "speedup": 1.0} for m in (16, 64, 0)]
+    fig = topm_curve({"temps": ["0.0"], "summary": pd.DataFrame(rows)})
+    assert list(fig.data[0].x) == ["16", "64", "full vocab"]          # full vocabulary last
+    assert topm_curve({"temps": ["0.0"], "summary": pd.DataFrame(rows[:1])}) is None

@@ -142,6 +142,34 @@ def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
     return fig
 
 
+def topm_curve(res: dict, hardware: str = "") -> go.Figure | None:
+    """Top-M sweep: tau and build time of the same method at several ``corr_topm`` (0 = full vocab)."""
+    df = res["summary"]
+    t0 = float(res["temps"][0])
+    sub = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == "dominotree")]
+    if not len(sub) or sub["corr_topm"].nunique() < 2:
+        return None
+    sub = sub.assign(order=[int(m) if int(m) > 0 else 10 ** 9 for m in sub["corr_topm"]]).sort_values("order")
+    xs = [str(int(m)) if int(m) > 0 else "full vocab" for m in sub["corr_topm"]]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["tau", "build ms per round", "speedup over ar"])
+    for j, (y, fmt) in enumerate((("tau", ".2f"), ("build_ms", ".1f"), ("speedup", ".2f")), start=1):
+        vals = [float(v) if v is not None and v == v else None for v in sub[y]]
+        fig.add_trace(go.Scatter(x=xs, y=vals, mode="lines+markers+text", marker_color=PALETTE[0], showlegend=False,
+                                 text=[format(v, fmt) if v is not None else "" for v in vals],
+                                 textposition="top center"), row=1, col=j)
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title_text="Top-M (base candidates the correction rescores)", row=1, col=2)
+    for j, y in enumerate(("tau", "build_ms", "speedup"), start=1):
+        vals = [float(v) for v in sub[y] if v is not None and v == v]
+        if vals:
+            lo, hi = min(vals), max(vals)
+            pad = (hi - lo) * 0.25 or abs(hi) * 0.1 or 1.0
+            fig.update_yaxes(range=[lo - pad, hi + pad], row=1, col=j)
+    fig = _layout(fig, f"Top-M sweep, dominotree (T = {res['temps'][0]})", hardware, width=1100)
+    fig.update_layout(margin=dict(t=100))
+    return fig
+
+
 def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
     recs = res["records"]
     t0 = res["temps"][0]
@@ -173,7 +201,7 @@ def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
 
 
 FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage_figure,
-           "budget_curve": budget_curve, "adaptive_budget": adaptive_budget_figure}
+           "budget_curve": budget_curve, "topm_curve": topm_curve, "adaptive_budget": adaptive_budget_figure}
 
 
 # figures drawn at one temperature: the first one keeps the plain name, later ones get ``_t<T>`` (``tau_hist_t0_5``)
