@@ -655,7 +655,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(step, why):
         extra = {"dominotree_training": {"step": step, "seed": a.seed, "data": str(a.data),
-                                         "minutes": round((time.perf_counter() - t0) / 60, 1)}}
+                                         "minutes": round((time.perf_counter() - t0) / 60, 1), "lr": a.lr,
+                                         "lam_floor": a.lam_floor,
+                                         "resumed_from": {"dflash": str(a.resume_dflash) if a.resume_dflash else None,
+                                                          "domino": str(a.resume_domino) if a.resume_domino else None}}}
         ts = time.perf_counter()
         save_atomic(dflash, a.out_dflash, extra)
         save_atomic(domino, a.out_domino, extra)
