@@ -370,8 +370,11 @@ def test_claims_are_decided_from_the_numbers():
     assert {k: c.reproduced for k, c in found.items()} == {
         "highest_tau": True, "highest_throughput": True, "faster_than_ar": True, "faster_than_domino": True,
         "faster_than_ddtree": False, "ladder": True, "tree_beats_chain": True, "ddtree_beats_dflash": True,
-        "condadaptive_fails": True}
-    assert "-2.0" in found["faster_than_ddtree"].evidence and "90%" in found["condadaptive_fails"].evidence
+        "condadaptive_no_gain": True}
+    assert "-2.0" in found["faster_than_ddtree"].evidence and "90%" in found["condadaptive_no_gain"].evidence
+    ci.loc[ci["b"] == "condadaptive", ["pct", "lo", "hi"]] = [-6.0, -9.0, -2.0]     # condadaptive faster
+    found = {c.key: c for c in claims.evaluate({"temps": ["0.0"], "summary": df, "ci": ci})}
+    assert not found["condadaptive_no_gain"].reproduced
     # a tie for the top tau counts for dominotree; a higher one elsewhere does not
     df.loc[df["label"] == "condstatic", "tau"] = 1.95
     found = {c.key: c for c in claims.evaluate({"temps": ["0.0"], "summary": df, "ci": ci})}

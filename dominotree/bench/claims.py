@@ -79,16 +79,17 @@ def evaluate(res: dict) -> list[Claim]:
                 rows["ddtree"]["tau"] > rows["dflash"]["tau"],
                 f"tau ddtree {rows['ddtree']['tau']:.3f}, dflash {rows['dflash']['tau']:.3f}")
         if "condadaptive" in rows:
+            # the paper's negative result: an adaptive budget over conditional scores did not help.
+            # Its saturation (how often it stops at the maximum) is reported with the verdict.
             r = rows["condadaptive"]
             c = _ci(cdf, t, FOCUS, "condadaptive")
             hit = r.get("hit_max_frac")
             hit = float(hit) if hit is not None and hit == hit else 0.0
-            no_gain = c is None or c["hi"] >= 0     # fixed 16 is not significantly slower
             ev = f"hits its maximum budget {int(r['budget'])} in {hit:.0%} of rounds (mean {r['mean_nodes']:.1f} nodes)"
             if c is not None:
-                ev += f"; dominotree (fixed) vs condadaptive throughput {_ci_text(c)}"
-            add("condadaptive_fails", "CondAdaptive saturates (hits its maximum budget in most rounds) and gains "
-                "nothing over the fixed budget", hit >= 0.5 and no_gain, ev)
+                ev += f"; dominotree (fixed 16) vs condadaptive throughput {_ci_text(c)}"
+                add("condadaptive_no_gain", "CondAdaptive (the adaptive budget over conditional scores) does not help: "
+                    "it is not faster than the fixed budget", c["hi"] >= 0, ev)
     return out
 
 
