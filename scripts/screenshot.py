@@ -2,8 +2,9 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/screenshot.py [--preset smollm2] [--out assets/screenshot.png]
 
-Serves the app on a free local port, runs ar, ddtree and dominotree side by side in headless
-Debian Chromium, scrubs to dominotree's longest-accepting round and screenshots the round view.
+Serves the app on a free local port and drives it in headless Debian Chromium: runs the default
+methods (ar, ddtree, dominotree) once to find dominotree's longest-accepting round, then reruns
+dominotree alone (same seed, same output) and screenshots that round's views.
 """
 import argparse
 import json

@@ -83,9 +83,9 @@ def wait_round(page, n: int) -> dict:
 
 
 def take_screenshot(page, r: int, path: str) -> None:
-    """The README picture: ar, ddtree and dominotree side by side, dominotree's round ``r``
-    (which has an accepted path), its conditional-vs-marginal view and the timing chart, cropped
-    to the part of the page that holds them."""
+    """The README picture: unticks ar and ddtree (on by default) so dominotree runs alone, reruns,
+    shows dominotree's round ``r`` (which has an accepted path), its conditional-vs-marginal view
+    and the timing chart, cropped to the part of the page that holds them."""
     for m in ("ar", "ddtree"):
         page.locator("#methods label", has_text=re.compile(rf"^\s*{m}\s*$")).click()
     page.click("#run")

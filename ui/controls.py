@@ -99,7 +99,7 @@ def build_controls(backend: be.Backend) -> dict:
         temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
         seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")
         max_new = gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
-        budget = gr.Slider(1, 256, value=32, step=1, label="Budget (tree nodes)", elem_id="budget")
+        budget = gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget")
         topm = gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m")
         topk = gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk")
         builders = available_builders()
