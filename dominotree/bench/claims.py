@@ -104,8 +104,6 @@ def to_markdown(claims: list[Claim], header: str = "") -> str:
         for c in claims:
             if c.temperature == t:
                 parts.append(f"| {c.claim} | {'yes' if c.reproduced else '**no**'} | {c.evidence} |\n")
-    if not claims:
-        parts.append("\n_(no claim applies: the run has no `dominotree`)_\n")
     return "".join(parts)
 
 

@@ -504,7 +504,10 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     res = {"temps": temps, "labels": labels, "summary": df, "ci": cdf, "lossless": ldf, "result": result,
            "records": recs}
     found = claims.evaluate(res)
-    (out / "claims.md").write_text(claims.to_markdown(found, _run_line(out)), encoding="utf-8")
+    if found:       # runs without a plain `dominotree` label (sweeps, subsets) have no claims to decide
+        (out / "claims.md").write_text(claims.to_markdown(found, _run_line(out)), encoding="utf-8")
+    else:
+        (out / "claims.md").unlink(missing_ok=True)
     for t in temps:
         result[t]["claims"] = {c.key: c.reproduced for c in found if c.temperature == float(t)}
     res["claims"] = found
