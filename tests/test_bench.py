@@ -253,6 +253,7 @@ def test_bench_end_to_end_writes_every_output(tmp_path, bench_cli):
     assert last["methods"]["ar"]["speedup"] == pytest.approx(1.0)
     assert "dominotree vs ar" in last["ci"]
     assert set(last["claims"]) == {"faster_than_ar"}      # the only claim ar + dominotree can decide
+    assert "paper claims reproduced: " in stdout and "of 1" in stdout
     for name in ("summary.csv", "summary.md", "ci.csv", "ci.md", "claims.md", "headline.md", "lossless.csv", "results.json", "run.json",
                  "prompts.jsonl", "answers/T0.0/ar.jsonl", "answers/T0.0/dominotree.jsonl"):
         assert (out / name).is_file(), name

@@ -676,6 +676,11 @@ def human_table(res: dict) -> str:
             c = c[(c["temperature"] == float(t)) & (c["scope"] == "overall")]
             for _, r in c.iterrows():
                 lines.append(f"  {r['a']} vs {r['b']}: {r['text']}")
+        found = [c for c in res.get("claims", []) if c.temperature == float(t)]
+        if found:
+            ok = sum(c.reproduced for c in found)
+            lines.append(f"  paper claims reproduced: {ok} of {len(found)}"
+                         + "".join(f"\n    no: {c.claim} ({c.evidence})" for c in found if not c.reproduced))
     return "\n".join(lines)
 
 
