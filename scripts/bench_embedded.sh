@@ -5,14 +5,16 @@
 #   results/smollm2-cpu/                  all 9 methods, the 36 held-out prompts, T = 0, 0.5, 1
 #   results/smollm2-cpu-topm/             Top-M sweep (dominotree, T = 0, the first P prompts per category)
 #   results/smollm2-cpu-budget/           budget sweep (ddtree and dominotree, T = 0, same prompts)
-#   bash scripts/bench_embedded.sh [max_new_tokens=48] [sweep prompts per category=4] [parts=main,topm,budget]
+#   results/smollm2-cpu-headtohead/       ar, ddtree, dominotree, 3 repeats each, T = 0, all 36 prompts
+#   bash scripts/bench_embedded.sh [max_new_tokens=48] [sweep prompts per category=4]
+#                                  [parts=main,topm,budget,headtohead; add "profile" to re-profile]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 PY=${PY:-.venv/bin/python}
 N=${1:-48}
 P=${2:-4}
-PARTS=${3:-main,topm,budget}
+PARTS=${3:-main,topm,budget,headtohead}
 CM=results/cost_model_smollm2_cpu.json
 COMMON=(--preset smollm2 --dtype bfloat16 --builder graph --max-new-tokens "$N")
 has() { [[ ",$PARTS," == *",$1,"* ]]; }
@@ -34,4 +36,8 @@ if has budget; then
   $PY -m dominotree bench "${COMMON[@]}" --dataset chat,math,code --limit "$P" \
     --ablation budget --methods ddtree,dominotree --budgets 4,8,16,32,64 --temperatures 0 \
     --out results/smollm2-cpu-budget --overwrite
+fi
+if has headtohead; then
+  $PY -m dominotree bench "${COMMON[@]}" --dataset eval --methods ar,ddtree,dominotree --repeats 3 \
+    --temperatures 0 --out results/smollm2-cpu-headtohead --overwrite
 fi
