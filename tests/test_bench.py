@@ -392,9 +392,11 @@ def test_ties_locate_the_first_difference_and_measure_the_target_gap(tiny_decode
     from dominotree.bench import ties
     from dominotree.bench.datasets import Prompt
     from dominotree.bench.run import encode_messages
-    assert ties.first_difference([[1, 2, 3]], [[1, 2, 3]]) is None
-    assert ties.first_difference([[1, 2], [5, 6, 7]], [[1, 2], [5, 9]]) == (1, 1)
-    assert ties.first_difference([[1, 2]], [[1, 2, 3]]) is None      # one stopped earlier
+    from dominotree.bench.stats import first_difference
+    assert first_difference([[1, 2, 3]], [[1, 2, 3]]) is None
+    assert first_difference([[1, 2], [5, 6, 7]], [[1, 2], [5, 9]]) == (1, 1)
+    assert first_difference([[1, 2]], [[1, 2, 3]]) == (0, 2)          # one stopped earlier
+    assert first_difference([[1, 2]], [[1, 2], [4]]) == (1, None)      # one has fewer turns
     p = Prompt("q1", "chat", ["Count to five."])
     ids = encode_messages(tiny_decoder, [{"role": "user", "content": p.turns[0]}])
     tgt = tiny_decoder.target

@@ -382,16 +382,9 @@ def _lossless_rows(by: dict, temps: list[str], labels: list[str]) -> list[dict]:
             for qid, rec in by.get((t, lab), {}).items():
                 if qid not in ar:
                     continue
-                a = rec["choices"][0]["token_ids"]
-                b = ar[qid]["choices"][0]["token_ids"]
-                first = None
-                for ti, (x, y) in enumerate(zip(a, b)):
-                    if x != y:
-                        k = next((i for i, (u, w) in enumerate(zip(x, y)) if u != w), min(len(x), len(y)))
-                        first = f"turn {ti} token {k}"
-                        break
-                if first is None and len(a) != len(b):
-                    first = f"turn {min(len(a), len(b))}"
+                where = stats.first_difference(rec["choices"][0]["token_ids"], ar[qid]["choices"][0]["token_ids"])
+                first = None if where is None else (f"turn {where[0]}" if where[1] is None
+                                                    else f"turn {where[0]} token {where[1]}")
                 rows.append({"temperature": float(t), "label": lab, "question_id": qid,
                              "category": rec["category"], "equal": first is None, "first_difference": first or ""})
     return rows

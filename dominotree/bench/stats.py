@@ -20,6 +20,16 @@ def mean(xs) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def first_difference(a: list[list[int]], b: list[list[int]]) -> tuple[int, int | None] | None:
+    """Where two multi-turn token lists first differ: ``(turn, token)``; ``token`` is the shorter
+    turn's length when one turn is a prefix of the other, and None when one list has fewer turns.
+    None when they are equal."""
+    for ti, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return ti, next((k for k, (u, w) in enumerate(zip(x, y)) if u != w), min(len(x), len(y)))
+    return (min(len(a), len(b)), None) if len(a) != len(b) else None
+
+
 def median(xs) -> float:
     xs = sorted(float(x) for x in xs)
     if not xs:

@@ -14,18 +14,9 @@ from __future__ import annotations
 
 import torch
 
+from .stats import first_difference
+
 COLUMNS = ["temperature", "label", "question_id", "turn", "token", "ar_token", "method_token", "gap", "rank"]
-
-
-def first_difference(a: list[list[int]], b: list[list[int]]) -> tuple[int, int] | None:
-    """(turn, token) of the first difference between two multi-turn token lists, or None."""
-    for ti, (x, y) in enumerate(zip(a, b)):
-        for k, (u, w) in enumerate(zip(x, y)):
-            if u != w:
-                return ti, k
-        if len(x) != len(y):
-            return None          # one stopped earlier (EOS vs max tokens): no differing token
-    return None
 
 
 @torch.inference_mode()
@@ -54,9 +45,11 @@ def diagnose(dec, prompts: dict, by: dict, encode, chat: bool = True) -> list[di
                 continue
             a_ids, m_ids = ar[qid]["choices"][0]["token_ids"], rec["choices"][0]["token_ids"]
             where = first_difference(m_ids, a_ids)
-            if where is None:
+            if where is None or where[1] is None:
                 continue
             ti, k = where
+            if k >= min(len(m_ids[ti]), len(a_ids[ti])):
+                continue           # one stopped earlier (EOS vs max tokens): no differing token
             messages = []
             for j in range(ti + 1):
                 messages.append({"role": "user", "content": prompts[qid].turns[j]})
