@@ -1,4 +1,4 @@
-"""Command line: ``python -m dominotree {generate,train,bench,bench-build,profile-cost}``.
+"""Command line: ``python -m dominotree {generate,train,bench,bench-build,profile-cost,profile-rounds}``.
 
 User mistakes end with one readable line on stderr and exit status 2, never a traceback.
 """
@@ -45,7 +45,9 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget", type=int, default=16, help="draft tree nodes (default 16)")
     g.add_argument("--corr-topm", type=int, default=64, help="Top-M base candidates the correction rescores (0 = full vocab)")
     g.add_argument("--node-topk", type=int, default=8, help="children per expanded node (default 8)")
-    g.add_argument("--builder", default="python", choices=BUILDERS)
+    g.add_argument("--builder", default=None, choices=BUILDERS,
+                   help="tree builder (default: the fastest the identity tests cover on the device: "
+                        "graph on CPU, python on CUDA; python is the reference)")
     g.add_argument("--ab-builder", default=None, choices=BUILDERS,
                    help="also build every round with this builder and record both times")
 
@@ -105,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     g.set_defaults(func=cmd_generate)
     for name, mod, hlp in (("train", "dominotree.train.trainer", "train the embedded DFlash + Domino drafters"),
-                           ("bench", "dominotree.bench.run", "benchmark methods on a prompt set"),
-                           ("bench-build", "dominotree.builders.bench", "time tree builders per round"),
-                           ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive")):
+                           ("bench", "dominotree.bench.cli", "benchmark methods on a prompt set"),
+                           ("bench-build", "dominotree.bench.build", "time tree builders per round"),
+                           ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive"),
+                           ("profile-rounds", "dominotree.bench.rounds", "per-stage time per round, in ar steps")):
         s = sub.add_parser(name, help=hlp, add_help=False)
         s.set_defaults(func=None, module=mod)
     return p
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
-    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost"):
+    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds"):
         ns, rest = p.parse_known_args(argv[:1])
         import importlib
         try:

@@ -20,6 +20,19 @@ METHOD_DRAFTER = {
 METHODS = tuple(METHOD_DRAFTER)
 CHAIN_METHODS = ("dflash", "domino")
 BUILDERS = ("python", "graph", "frontier")
+# the fastest builder the identity tests cover, per device type (bench-build measures them;
+# results/build-cpu.json). CUDA keeps the reference until the cuda tests have run on a GPU.
+DEFAULT_BUILDERS = {"cpu": "graph", "cuda": "python"}
+
+
+def default_builder(device=None) -> str:
+    """The default tree builder on ``device`` (a torch device or its type name; None: cuda when
+    available, else cpu). ``--builder python`` stays the reference."""
+    if device is None:
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    kind = device if isinstance(device, str) else device.type
+    return DEFAULT_BUILDERS.get(kind.split(":")[0], "python")
 
 MAX_BUDGET = 1024
 
@@ -54,7 +67,7 @@ class DecodeConfig:
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
-    builder: str = "python"          # the builder whose tree is verified
+    builder: str | None = None       # the builder whose tree is verified (None: default_builder(device))
     ab_builder: str | None = None    # also build with this one, record its time and identity
     tree: TreeConfig = field(default_factory=TreeConfig)
     stop_at_eos: bool = True

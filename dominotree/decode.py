@@ -7,12 +7,12 @@ autoregressive decoding is a tree with only the root).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from .builders import adaptive, build_lazy, build_reference, get_builder
-from .config import CHAIN_METHODS, STAGES, ConfigError, DecodeConfig
+from .builders import Built, adaptive, build_lazy, build_reference, get_builder
+from .config import METHOD_DRAFTER, STAGES, ConfigError, DecodeConfig, default_builder
 from .models.drafter import DraftCache, Drafter
 from .models.target import cache_compact
 from .presets import Pair
@@ -89,7 +89,7 @@ class Decoder:
         if need > self.target.max_positions:
             raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) "
                               f"+ one block exceeds the target's context of {self.target.max_positions} positions")
-        if cfg.method in ("caddtree", "condadaptive") and self.cost_model is None:
+        if METHOD_TABLE[cfg.method].stop == "cost" and self.cost_model is None:
             raise ConfigError(f"method {cfg.method!r} needs a verify-cost model; "
                               f"run `python -m dominotree profile-cost` first")
         return drafter
@@ -111,6 +111,8 @@ class Decoder:
         feats, feat_pos = out.feats, torch.arange(n, device=dev)
         yield None, [root]
         start, rnd = n, 0
+        if cfg.builder is None:
+            cfg = replace(cfg, builder=default_builder(dev))
         builder = get_builder(cfg.builder)
         ab = get_builder(cfg.ab_builder) if cfg.ab_builder else None
         while True:
@@ -151,51 +153,33 @@ class Decoder:
             rnd += 1
 
     def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, start: int, builder, ab, clock):
+        """Turn the block into a tree as the method's row of ``METHOD_TABLE`` says."""
         t = clock.now()
-        tc = cfg.tree
-        method = cfg.method
+        tc, row = cfg.tree, METHOD_TABLE[cfg.method]
         scorer, ab_info = None, None
         if block is None:
-            from .builders import Built
             built = Built(Tree.root_only(root))
         else:
             depth = block.depth if tc.max_depth is None else min(tc.max_depth, block.depth)
-            if method == "dflash":
-                toks, lps = greedy_chain(block)
-                built = _chain(root, toks[:depth], lps[:depth], lps[:depth])
-            elif method == "domino":
-                toks, lps, margs = domino_chain(block, drafter, self.target.embed)
-                built = _chain(root, toks[:depth], lps[:depth], margs[:depth])
-            elif method in ("ddtree", "caddtree"):
-                lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
-                vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
-                stop = adaptive.make_stop(self.cost_model, start) if method == "caddtree" else None
-                built = build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
-            elif method == "marg":
-                scorer = MarginalScorer(block, tc.node_topk, tc.corr_topm)
-                built = build_reference(scorer, root, None, tc, depth)
-            elif method == "condstatic":
-                scorer = StaticScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm, depth)
-                built = build_reference(scorer, root, None, tc, depth)
-            elif method in ("dominotree", "condadaptive"):
-                scorer = ConditionalScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm)
-                if method == "condadaptive":
-                    stop = adaptive.make_stop(self.cost_model, start)
-                    built = adaptive.build_adaptive(scorer, root, block.root_state, tc, depth, stop)
-                else:
-                    built = builder(scorer, root, block.root_state, tc, depth)
-                    if ab is not None:
-                        t_main = clock.now()
-                        alt = ab(ConditionalScorer(block, drafter, self.target.embed, tc.node_topk, tc.corr_topm),
-                                 root, block.root_state, tc, depth)
-                        t_alt = clock.now()
-                        ab_info = {"builders": [cfg.builder, cfg.ab_builder],
-                                   "ms": [(t_main - t) * 1e3, (t_alt - t_main) * 1e3],
-                                   "identical": built.tree.same_shape(alt.tree) and built.tree.scores == alt.tree.scores}
-                        clock.ms["build"] += (t_main - t) * 1e3
-                        return built, scorer, ab_info
+            make = None
+            if row.scorer is not None:
+                def make():
+                    return SCORERS[row.scorer](block, drafter, self.target.embed, tc, depth)
+                scorer = make()
+            stop = adaptive.make_stop(self.cost_model, start) if row.stop == "cost" else None
+            if row.builder == "selected":
+                built = builder(scorer, root, block.root_state, tc, depth)
+                if ab is not None:
+                    t_main = clock.now()
+                    alt = ab(make(), root, block.root_state, tc, depth)
+                    t_alt = clock.now()
+                    ab_info = {"builders": [cfg.builder, cfg.ab_builder],
+                               "ms": [(t_main - t) * 1e3, (t_alt - t_main) * 1e3],
+                               "identical": built.tree.same_shape(alt.tree) and built.tree.scores == alt.tree.scores}
+                    clock.ms["build"] += (t_main - t) * 1e3
+                    return built, scorer, ab_info
             else:
-                raise ConfigError(f"method {method!r} is not implemented")
+                built = FIXED_BUILDERS[row.builder](self, block, drafter, scorer, root, tc, depth, stop)
         clock.lap("build", t)
         return built, scorer, ab_info
 
@@ -227,6 +211,8 @@ class Decoder:
                  draft_fn=None, chat: bool = True) -> DecodeTrace:
         """Decode to the end and return the whole trace (``on_round(trace)`` after each round)."""
         prompt_ids = self.encode_prompt(prompt, chat) if isinstance(prompt, str) else list(prompt)
+        if cfg.builder is None:      # record the builder that runs
+            cfg = replace(cfg, builder=default_builder(self.target.device))
         trace = DecodeTrace(method=cfg.method, prompt=prompt if isinstance(prompt, str) else "",
                             prompt_ids=prompt_ids, token_ids=[], text="",
                             config=_config_dict(cfg), model={"preset": self.pair.name, "paths": self.pair.paths,
@@ -265,12 +251,74 @@ class Decoder:
 
 
 def _chain(root, toks, lps, margs):
-    from .builders import Built
     cum, mcum, s, m = 0.0, 0.0, [], []
     for lp, mg in zip(lps, margs):
         cum += lp; mcum += mg
         s.append(cum); m.append(mcum)
     return Built(Tree.chain(root, toks, s, m))
+
+
+# --- the family, one row per method ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MethodRow:
+    """How a method drafts and builds: the drafter kind it needs, the children function (scorer)
+    its heap reads, the builder, and the stop rule (``cost``: CaDDTree's throughput rule over the
+    verify-cost model; None: the fixed budget)."""
+    drafter: str | None
+    scorer: str | None
+    builder: str
+    stop: str | None = None
+
+
+SCORERS = {   # name -> (block, drafter, embed, tree config, depth) -> scorer
+    "marginal": lambda b, d, e, tc, depth: MarginalScorer(b, tc.node_topk, tc.corr_topm),
+    "static": lambda b, d, e, tc, depth: StaticScorer(b, d, e, tc.node_topk, tc.corr_topm, depth),
+    "conditional": lambda b, d, e, tc, depth: ConditionalScorer(b, d, e, tc.node_topk, tc.corr_topm),
+}
+
+
+def _greedy_chain(dec, block, drafter, scorer, root, tc, depth, stop):
+    toks, lps = greedy_chain(block)
+    return _chain(root, toks[:depth], lps[:depth], lps[:depth])
+
+
+def _domino_chain(dec, block, drafter, scorer, root, tc, depth, stop):
+    toks, lps, margs = domino_chain(block, drafter, dec.target.embed)
+    return _chain(root, toks[:depth], lps[:depth], margs[:depth])
+
+
+def _marginal_lazy(dec, block, drafter, scorer, root, tc, depth, stop):
+    """DDTree's lazy heap over the per-depth top-``budget`` marginals (CaDDTree with ``stop``)."""
+    lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
+    vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
+    return build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
+
+
+def _heap(dec, block, drafter, scorer, root, tc, depth, stop):
+    """The reference best-first heap (CondAdaptive with ``stop``)."""
+    if stop is not None:
+        return adaptive.build_adaptive(scorer, root, block.root_state, tc, depth, stop)
+    return build_reference(scorer, root, None, tc, depth)
+
+
+# builder name -> fn; "selected" is the builder named in DecodeConfig (python, graph, frontier)
+FIXED_BUILDERS = {"greedy-chain": _greedy_chain, "domino-chain": _domino_chain, "lazy": _marginal_lazy,
+                  "heap": _heap}
+
+METHOD_TABLE = {
+    #               drafter    scorer          builder          stop rule
+    "ar":           MethodRow(None,     None,          "root"),
+    "dflash":       MethodRow("dflash", None,          "greedy-chain"),
+    "ddtree":       MethodRow("dflash", None,          "lazy"),
+    "caddtree":     MethodRow("dflash", None,          "lazy",          "cost"),
+    "domino":       MethodRow("domino", None,          "domino-chain"),
+    "marg":         MethodRow("domino", "marginal",    "heap"),
+    "condstatic":   MethodRow("domino", "static",      "heap"),
+    "dominotree":   MethodRow("domino", "conditional", "selected"),
+    "condadaptive": MethodRow("domino", "conditional", "heap",          "cost"),
+}
+assert {m: r.drafter for m, r in METHOD_TABLE.items()} == METHOD_DRAFTER, "METHOD_TABLE and config disagree"
 
 
 def _config_dict(cfg: DecodeConfig) -> dict:

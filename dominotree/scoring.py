@@ -38,41 +38,100 @@ class Children:
     states: torch.Tensor | None    # [K, G] child GRU states (conditional scorer only)
 
 
-class _BaseScores:
-    """Per-round base log-softmax and Top-M candidate lists shared by all scorers."""
+class _Depth:
+    """One depth's prepared inputs: fp32 base log-softmax ``lp`` [V], Top-M candidates ``cand`` [M]
+    and their ranks; for the conditional scorer also ``basec`` [M] and ``w2c`` [M, E] (fp32)."""
+    __slots__ = ("lp", "cand", "rank", "basec", "w2c")
 
-    def __init__(self, block: DraftBlock, topm: int):
+    def __init__(self, lp, cand):
+        self.lp, self.cand = lp, cand
+        self.rank = dict(zip(cand.tolist(), range(cand.shape[0])))
+        self.basec = self.w2c = None
+
+
+class _BaseScores:
+    """Per-round base log-softmax and Top-M candidate lists shared by all scorers.
+
+    Lazy (the default): a depth is prepared (its row's log-softmax, Top-M, ranks and gathers) the
+    first time a builder asks for it, i.e. when the heap first reaches that depth; a budget-16
+    tree rarely reaches all 16. ``lazy=False`` prepares every depth at construction in one batched
+    call per op; each row of a batched log-softmax / top-k / gather is computed by the same kernel
+    as the row alone, so both give the identical tree (``tests/test_builders.py`` checks ``==``).
+    """
+
+    def __init__(self, block: DraftBlock, topm: int, lazy: bool = True):
         self.block = block
-        self.base_lp = torch.log_softmax(block.base_logits.float(), dim=-1)     # [D, V] fp32
-        v = self.base_lp.shape[-1]
-        self.topm = min(topm, v) if topm > 0 else 0
-        m = self.topm or min(64, v)   # candidates shown in traces even for full-vocab scoring
-        vals, ids = torch.topk(block.base_logits, m, dim=-1)
-        self.cand = ids                                                        # [D, M]
-        self._rank = [dict(zip(row, range(len(row)))) for row in ids.tolist()]
+        self.D, self.V = block.base_logits.shape
+        self.topm = min(topm, self.V) if topm > 0 else 0
+        self.m = self.topm or min(64, self.V)   # candidates shown in traces even for full-vocab scoring
+        self._rows: list[_Depth | None] = [None] * self.D
+        if not lazy:
+            lp = torch.log_softmax(block.base_logits.float(), dim=-1)              # [D, V] fp32
+            cand = torch.topk(block.base_logits, self.m, dim=-1)[1]               # [D, M]
+            self._rows = [_Depth(lp[r], cand[r]) for r in range(self.D)]
+            self._prepare_all(cand)
+
+    def _prepare_all(self, cand: torch.Tensor) -> None:
+        """Batched extras of the eager mode (the conditional scorer's gathers)."""
+
+    def _prepare(self, r: int) -> _Depth:
+        logits = self.block.base_logits[r]
+        return _Depth(torch.log_softmax(logits.float(), dim=-1), torch.topk(logits, self.m)[1])
+
+    def row(self, depth: int) -> _Depth:
+        """The prepared inputs of ``depth`` (1-indexed; block row ``depth - 1``), made on first use."""
+        d = self._rows[depth - 1]
+        if d is None:
+            d = self._rows[depth - 1] = self._prepare(depth - 1)
+        return d
+
+    @property
+    def prepared(self) -> int:
+        """How many depths have been prepared so far."""
+        return sum(d is not None for d in self._rows)
+
+    def _stack(self, field: str) -> torch.Tensor:
+        return torch.stack([getattr(self.row(d), field) for d in range(1, self.D + 1)])
+
+    @property
+    def base_lp(self) -> torch.Tensor:
+        """[D, V] fp32 base log-softmax of every depth (prepares them all)."""
+        return self._stack("lp")
+
+    @property
+    def cand(self) -> torch.Tensor:
+        """[D, M] Top-M base candidates of every depth (prepares them all)."""
+        return self._stack("cand")
 
     def ranks(self, depth: int, tokens: list[int]) -> list[int]:
-        r = self._rank[depth - 1]
+        r = self.row(depth).rank
         return [r.get(t, -1) for t in tokens]
 
     def base_of(self, depth: int, tokens: torch.Tensor) -> list[float]:
-        return self.base_lp[depth - 1].index_select(0, tokens).tolist()
+        return self.row(depth).lp.index_select(0, tokens).tolist()
 
     def candidates(self) -> tuple[list[list[int]], list[list[float]]]:
-        return self.cand.tolist(), self.base_lp.gather(1, self.cand).tolist()
+        cand = self.cand
+        return cand.tolist(), self.base_lp.gather(1, cand).tolist()
 
 
 class MarginalScorer(_BaseScores):
     """Every node at depth d gets the same menu: the top-K of the base distribution at d."""
 
-    def __init__(self, block: DraftBlock, k: int, topm: int = 64):
-        super().__init__(block, topm)
-        self.k = min(k, self.base_lp.shape[-1])
-        vals, ids = torch.topk(self.base_lp, self.k, dim=-1)
-        self._menus = [(i, v) for i, v in zip(ids.tolist(), vals.tolist())]
+    def __init__(self, block: DraftBlock, k: int, topm: int = 64, lazy: bool = True):
+        super().__init__(block, topm, lazy)
+        self.k = min(k, self.V)
+        self._menus: list = [None] * self.D
+        if not lazy:
+            vals, ids = torch.topk(self.base_lp, self.k, dim=-1)
+            self._menus = [(i, v) for i, v in zip(ids.tolist(), vals.tolist())]
 
     def children(self, state, depth: int) -> Children:
-        toks, lps = self._menus[depth - 1]
+        menu = self._menus[depth - 1]
+        if menu is None:
+            vals, ids = torch.topk(self.row(depth).lp, self.k)
+            menu = self._menus[depth - 1] = (ids.tolist(), vals.tolist())
+        toks, lps = menu
         return Children(toks, lps, lps, self.ranks(depth, toks), None)
 
 
@@ -85,26 +144,46 @@ class ConditionalScorer(_BaseScores):
     top-K. Child GRU states come from one batched K-way GRU step.
     """
 
-    def __init__(self, block: DraftBlock, drafter, embed: torch.nn.Module, k: int, topm: int):
-        super().__init__(block, topm)
+    def __init__(self, block: DraftBlock, drafter, embed: torch.nn.Module, k: int, topm: int, lazy: bool = True):
         self.drafter, self.embed, self.k = drafter, embed, k
         self.dtype = drafter.fc.weight.dtype
-        w2 = drafter.embed_proj[2].weight                                    # [V, E]
-        base = block.base_logits
+        self.w2 = drafter.embed_proj[2].weight                                 # [V, E]
+        super().__init__(block, topm, lazy)
+        self.root_children = torch.topk(self.row(1).lp, min(k, self.V))
+
+    def _prepare_all(self, cand: torch.Tensor) -> None:
         if self.topm:
-            c = self.cand                                                     # [D, M]
-            self.w2c = w2[c.reshape(-1)].float().view(c.shape[0], c.shape[1], -1)   # [D, M, E]
-            self.basec = base.gather(1, c).float()                             # [D, M]
-        self.root_children = torch.topk(self.base_lp[0], min(k, self.base_lp.shape[-1]))
+            w2c = self.w2[cand.reshape(-1)].float().view(cand.shape[0], cand.shape[1], -1)   # [D, M, E]
+            basec = self.block.base_logits.gather(1, cand).float()                       # [D, M]
+            for r, d in enumerate(self._rows):
+                d.w2c, d.basec = w2c[r], basec[r]
+
+    def _prepare(self, r: int) -> _Depth:
+        d = super()._prepare(r)
+        if self.topm:
+            d.w2c = self.w2[d.cand].float()                                    # [M, E]
+            d.basec = self.block.base_logits[r].gather(0, d.cand).float()        # [M]
+        return d
+
+    @property
+    def w2c(self) -> torch.Tensor:
+        """[D, M, E] fp32 rows of W2 for every depth's candidates (prepares them all)."""
+        return self._stack("w2c")
+
+    @property
+    def basec(self) -> torch.Tensor:
+        """[D, M] fp32 base logits of every depth's candidates (prepares them all)."""
+        return self._stack("basec")
 
     def corrected_logprobs(self, state: torch.Tensor, depth: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(log-probs, token ids) over the scored candidates for children at ``depth`` >= 2."""
         row = depth - 1
         z = self.block.z[row:row + 1]
         if self.topm:
+            d = self.row(depth)
             h = self.drafter.correction_hidden(z, state.view(1, -1).to(self.dtype)).float()  # [1, E]
-            corrected = self.basec[row] + (h @ self.w2c[row].T)[0]                         # [M]
-            return torch.log_softmax(corrected, dim=-1), self.cand[row]
+            corrected = d.basec + (h @ d.w2c.T)[0]                                           # [M]
+            return torch.log_softmax(corrected, dim=-1), d.cand
         full = (self.block.base_logits[row:row + 1] + self.drafter.correction(z, state.view(1, -1).to(self.dtype))).float()[0]
         return torch.log_softmax(full, dim=-1), None
 
@@ -128,8 +207,8 @@ class ConditionalScorer(_BaseScores):
 class StaticScorer(ConditionalScorer):
     """``condstatic``: per-depth menus from the correction along the greedy (chain) path."""
 
-    def __init__(self, block: DraftBlock, drafter, embed, k: int, topm: int, depth: int):
-        super().__init__(block, drafter, embed, k, topm)
+    def __init__(self, block: DraftBlock, drafter, embed, k: int, topm: int, depth: int, lazy: bool = True):
+        super().__init__(block, drafter, embed, k, topm, lazy)
         vals, toks = self.root_children
         self._menus = {1: (toks.tolist(), vals.tolist())}
         state = self.child_states(block.root_state, toks[:1])[0]

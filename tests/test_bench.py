@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dominotree.bench import stats
-from dominotree.bench.cost import CostModel, fit_monotone_convex, load_cost_model, nnls
+from dominotree.costmodel import CostModel, fit_monotone_convex, load_cost_model, nnls
 from dominotree.builders.adaptive import build_adaptive, make_stop
 from dominotree.builders.reference import build_reference
 from dominotree.cli import UserError
@@ -198,7 +198,8 @@ def test_datasets_offline(tmp_path, monkeypatch):
 
 
 def test_variant_specs():
-    from dominotree.bench.run import ablation_variants, parse_variants
+    from dominotree.bench.ablation import ablation_variants
+    from dominotree.bench.variants import parse_variants
     base = TreeConfig()
     vs = parse_variants("ar, dominotree@32, condadaptive@64, dominotree/m16, dominotree/mfull", base)
     assert [v.label for v in vs] == ["ar", "dominotree@32", "condadaptive@64", "dominotree/m16", "dominotree/mfull"]

@@ -13,7 +13,7 @@ import torch
 from dominotree.builders import build_reference, get_builder
 from dominotree.builders import frontier as frontier_mod
 from dominotree.builders import graph as graph_mod
-from dominotree.builders.bench import random_block, random_head, same_build
+from dominotree.bench.build import random_block, random_head, same_build
 from dominotree.config import DecodeConfig, TreeConfig
 from dominotree.scoring import ConditionalScorer, MarginalScorer
 
@@ -148,6 +148,45 @@ def test_other_scorers_use_the_reference(name, head):
     a = build_reference(MarginalScorer(block, 8, 64), block.root, None, tc, 16)
     b = get_builder(name)(MarginalScorer(block, 8, 64), block.root, None, tc, 16)
     assert same_build(a, b)
+
+
+def _eager(drafter, embed, block, tc):
+    return ConditionalScorer(block, drafter, embed, tc.node_topk, tc.corr_topm, lazy=False)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_lazy_depths_equal_eager(name, head, tie_head):
+    """Depths prepared only when the heap first reaches them (the default) give exactly the tree
+    and menus of every depth prepared up front in batched calls, ties and bf16 included."""
+    gen = torch.Generator().manual_seed(25)
+    bf16 = random_head(hidden=64, vocab=600, gru=64, emb=16, seed=5, dtype=torch.bfloat16)
+    cases = [(head, TreeConfig(budget=16), False), (tie_head, TreeConfig(budget=24, corr_topm=16, node_topk=4), True),
+             (head, TreeConfig(budget=12, corr_topm=0, node_topk=4), False), (bf16, TreeConfig(), True)]
+    fewer = False
+    for d_e, tc, ties in cases:
+        for _ in range(3):
+            block = random_block(*d_e, 16, gen, ties=ties)
+            eager = build_reference(_eager(*d_e, block, tc), block.root, block.root_state, tc, 16)
+            sc = _scorer(*d_e, block, tc)
+            lazy = get_builder(name)(sc, block.root, block.root_state, tc, 16)
+            assert same_build(eager, lazy)
+            fewer |= sc.prepared < block.depth
+    assert fewer          # some round really left depths unprepared
+
+
+def test_lazy_marginal_and_static_scorers_equal_eager(head):
+    from dominotree.scoring import StaticScorer
+    gen = torch.Generator().manual_seed(26)
+    tc = TreeConfig(budget=16)
+    for ties in (False, True):
+        block = random_block(*head, 16, gen, ties=ties)
+        for make in (lambda lazy: MarginalScorer(block, 8, 64, lazy=lazy),
+                     lambda lazy: StaticScorer(block, *head, 8, 64, 16, lazy=lazy)):
+            a = build_reference(make(False), block.root, None, tc, 16)
+            b = build_reference(make(True), block.root, None, tc, 16)
+            assert same_build(a, b)
+        lazy, eager = _scorer(*head, block, tc), _eager(*head, block, tc)
+        assert lazy.candidates() == eager.candidates()     # the traces' Top-M lists too
 
 
 # --- end to end: decoding --------------------------------------------------------------------

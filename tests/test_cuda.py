@@ -39,7 +39,7 @@ def _check(name: str, hidden: int, vocab: int, gru: int, emb: int, dtype, rounds
     from dominotree.builders import build_reference, get_builder
     from dominotree.builders import frontier as frontier_mod
     from dominotree.builders import graph as graph_mod
-    from dominotree.builders.bench import random_block, random_head, same_build
+    from dominotree.bench.build import random_block, random_head, same_build
     from dominotree.config import TreeConfig
     from dominotree.scoring import ConditionalScorer
 
@@ -93,7 +93,7 @@ def _eager_fallback(name: str) -> None:
     graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
     try:
         from dominotree.builders import build_reference, get_builder
-        from dominotree.builders.bench import random_block, random_head, same_build
+        from dominotree.bench.build import random_block, random_head, same_build
         from dominotree.config import TreeConfig
         from dominotree.scoring import ConditionalScorer
         d, e = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=8, device="cuda")

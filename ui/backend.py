@@ -53,7 +53,7 @@ def cost_model(choice: ModelChoice):
     """The verify-cost model ``profile-cost`` saved for this preset and device, if any: with it
     the adaptive methods (caddtree, condadaptive) can run."""
     try:
-        from dominotree.bench.cost import default_path, load_cost_model
+        from dominotree.costmodel import default_path, load_cost_model
         path = default_path(choice.preset if choice.target is None else "custom", choice.device)
         return load_cost_model(path) if path.is_file() else None
     except Exception:  # noqa: BLE001 - an unreadable profile just leaves those methods out

@@ -5,7 +5,7 @@ import json
 
 import gradio as gr
 
-from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig
+from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
 from dominotree.presets import ASSETS
 
 from . import backend as be
@@ -104,7 +104,7 @@ def build_controls(backend: be.Backend) -> dict:
         topk = gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk")
         builders = available_builders()
         with gr.Row():
-            builder = gr.Dropdown(builders, value="python", label="Tree builder", elem_id="builder-choice")
+            builder = gr.Dropdown(builders, value=default_builder(), label="Tree builder", elem_id="builder-choice")
             ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
                                      elem_id="ab-builder", info="dominotree: build each round twice")
     with gr.Accordion("Model", open=False):

@@ -107,7 +107,7 @@ class FrontierProgram:
         if not eager:
             lstate[:k1].copy_(exp._gru_body()["states"])
         key[:k1].copy_(self.S_root_vals.double() + 0.0)                       # == cum + lp, cum = 0.0
-        rbase = exp.S_base_lp[0].index_select(0, self.S_root_toks).double()   # == base_of(1, toks)
+        rbase = exp.root_base_lp().index_select(0, self.S_root_toks).double()   # == base_of(1, toks)
         ones = torch.ones_like(rbase)
         info[:k1].copy_(torch.stack([rbase + 0.0, self.S_root_toks.double(), ones, ones * 0], dim=1))
         for p in range(1, self.B + 1):

@@ -66,8 +66,7 @@ def supports(scorer) -> bool:
     """Only DominoTree's conditional scorer has per-node work; other scorers use the reference."""
     if type(scorer) is not ConditionalScorer or scorer.block.z is None:
         return False
-    v = scorer.base_lp.shape[-1]
-    return int(scorer.root_children[1].shape[0]) == min(scorer.k, scorer.topm or v)
+    return int(scorer.root_children[1].shape[0]) == min(scorer.k, scorer.topm or scorer.V)
 
 
 class NodeExpander:
@@ -128,8 +127,13 @@ class NodeExpander:
             self.owned = True
 
     def begin_round(self, scorer: ConditionalScorer) -> None:
-        """Copy in the round's Top-M setup (eagerly: bind the scorer's tensors, no copy)."""
+        """Copy in the round's Top-M setup (eagerly: bind the scorer, whose depths are then
+        prepared lazily, row by row, as the heap reaches them; no copy)."""
         self._row_views = {}
+        self.scorer = scorer
+        if not self.owned:
+            self.S_z = scorer.block.z
+            return
         src = {"S_z": scorer.block.z, "S_base_lp": scorer.base_lp}
         if self.full_vocab:
             src["S_base_logits"] = scorer.block.base_logits
@@ -153,9 +157,24 @@ class NodeExpander:
         if isinstance(r, int):
             got = self._row_views.get(r)
             if got is None:
-                got = self._row_views[r] = self._select_rows(lambda t: t[r])
+                got = self._row_views[r] = self._scorer_rows(r)
             return got
         return self._select_rows(lambda t: t.index_select(0, r)[0])
+
+    def _scorer_rows(self, r: int) -> tuple:
+        """Eagerly: block row ``r`` straight from the scorer (prepared on first use), or from the
+        owned buffers once they hold the round (graph mode)."""
+        if self.owned:
+            return self._select_rows(lambda t: t[r])
+        d = self.scorer.row(r + 1)
+        z = self.S_z[r].unsqueeze(0)                                          # == block.z[row:row+1]
+        if self.full_vocab:
+            return z, None, None, None, d.lp, self.scorer.block.base_logits[r].unsqueeze(0)
+        return z, d.basec, d.w2c.T, d.cand, d.lp, None
+
+    def root_base_lp(self) -> torch.Tensor:
+        """[V] fp32 base log-softmax of depth 1 (the root's children)."""
+        return self.S_base_lp[0] if self.owned else self.scorer.row(1).lp
 
     def _select_rows(self, pick) -> tuple:
         z = pick(self.S_z).unsqueeze(0)                                       # == block.z[row:row+1]
@@ -335,7 +354,7 @@ def _key(scorer: ConditionalScorer) -> tuple:
     ptrs = tuple(t.data_ptr() for t in (d.embed_proj[0].weight, d.embed_proj[2].weight,
                                         d.prefix_gru.weight_ih_l0, d.prefix_gru.weight_hh_l0))
     emb = scorer.embed.weight.data_ptr() if hasattr(scorer.embed, "weight") else id(scorer.embed)
-    m = tuple(scorer.w2c.shape) if scorer.topm else None
+    m = (scorer.D, scorer.topm, d.embed_proj[2].weight.shape[1]) if scorer.topm else None
     return (str(b.base_logits.device), scorer.dtype, tuple(b.base_logits.shape), tuple(b.z.shape),
             m, scorer.topm, int(scorer.root_children[1].shape[0]), ptrs, emb,
             graphs_enabled(b.base_logits.device))

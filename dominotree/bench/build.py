@@ -24,7 +24,7 @@ import torch
 from ..config import TreeConfig
 from ..models.drafter import Drafter, DrafterConfig
 from ..scoring import ConditionalScorer, DraftBlock
-from . import get_builder
+from ..builders import get_builder
 
 BUILDERS = ("python", "graph", "frontier")
 SHAPES = {
@@ -200,14 +200,8 @@ def main(argv=None) -> int:
 
 
 def _cpu_name() -> str:
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip() + f" x{torch.get_num_threads()} threads"
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or "cpu"
+    from .machine import cpu_model
+    return cpu_model() + f" x{torch.get_num_threads()} threads"
 
 
 if __name__ == "__main__":

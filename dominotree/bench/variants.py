@@ -1,0 +1,67 @@
+"""Method specs of ``bench --methods``: ``NAME[@BUDGET][/mM]`` -> a ``Variant`` (a method with its
+tree settings, named by its label): ``dominotree@32``, ``condadaptive@64`` (max budget),
+``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from ..config import METHODS, ConfigError, TreeConfig
+
+
+def user_error(msg: str) -> Exception:
+    from ..cli import UserError
+    return UserError(msg)
+
+
+_user_error = user_error
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One benchmarked configuration: a method with its tree settings, named by ``label``."""
+    label: str
+    method: str
+    tree: TreeConfig
+
+    @property
+    def budget(self) -> int:
+        return self.tree.budget
+
+
+_SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+))?(?:/m(?P<topm>\d+|full))?$")
+
+
+def parse_variant(spec: str, base: TreeConfig) -> Variant:
+    s = spec.strip().lower()
+    m = _SPEC.match(s)
+    if not m or m["m"] not in METHODS:
+        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM] with NAME one of {', '.join(METHODS)}")
+    tree = base
+    label = m["m"]
+    if m["b"] is not None:
+        tree = replace(tree, budget=int(m["b"]))
+        label += f"@{int(m['b'])}"
+    if m["topm"] is not None:
+        tm = 0 if m["topm"] == "full" else int(m["topm"])
+        tree = replace(tree, corr_topm=tm, node_topk=min(tree.node_topk, tm) if tm else tree.node_topk)
+        label += "/mfull" if tm == 0 else f"/m{tm}"
+    return Variant(label, m["m"], tree)
+
+
+def parse_variants(specs: str, base: TreeConfig) -> list[Variant]:
+    out, seen = [], set()
+    for s in specs.split(","):
+        if not s.strip():
+            continue
+        try:
+            v = parse_variant(s, base)
+        except ConfigError as e:
+            raise _user_error(f"method {s.strip()!r}: {e}") from None
+        if v.label in seen:
+            raise _user_error(f"method {v.label!r} is listed twice")
+        seen.add(v.label)
+        out.append(v)
+    if not out:
+        raise _user_error("--methods is empty")
+    return out
