@@ -1,4 +1,4 @@
-"""Command line: ``python -m dominotree {generate,train,bench,bench-build,profile-cost,profile-rounds}``.
+"""Command line: ``python -m dominotree {generate,train,bench,bench-build,profile-cost,profile-rounds,calibrate-budget}``.
 
 User mistakes end with one readable line on stderr and exit status 2, never a traceback.
 """
@@ -42,7 +42,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def add_tree_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("tree")
-    g.add_argument("--budget", type=int, default=16, help="draft tree nodes (default 16)")
+    g.add_argument("--budget", type=budget_arg, default=16,
+                   help="draft tree nodes (default 16), or auto: the fixed budget with the best predicted "
+                        "tokens/s on this device (needs a profile-cost profile; calibrates once)")
     g.add_argument("--corr-topm", type=int, default=64, help="Top-M base candidates the correction rescores (0 = full vocab)")
     g.add_argument("--node-topk", type=int, default=8, help="children per expanded node (default 8)")
     g.add_argument("--builder", default=None, choices=BUILDERS,
@@ -50,6 +52,16 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
                         "graph on CPU, python on CUDA; python is the reference)")
     g.add_argument("--ab-builder", default=None, choices=BUILDERS,
                    help="also build every round with this builder and record both times")
+
+
+def budget_arg(s: str):
+    """``--budget``: an integer or ``auto``."""
+    if s.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or auto, got {s!r}") from None
 
 
 def load_pair_from_args(a):
@@ -68,13 +80,20 @@ def load_pair_from_args(a):
 def cmd_generate(a) -> int:
     if not a.prompt or not a.prompt.strip():
         raise UserError("--prompt is empty")
+    pair = None
+    if a.budget == "auto":
+        from .bench.calibrate import resolve_auto
+        pair = load_pair_from_args(a)
+        a.budget, info = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
+                                      tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk))
+        print(f"--budget auto: {a.budget} for {a.method} ({info['calibration']}, {info['cost_model']})", file=sys.stderr)
     cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                        seed=a.seed, builder=a.builder, ab_builder=a.ab_builder,
                        tree=TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
     if a.trace and not Path(a.trace).resolve().parent.is_dir():
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
     from .decode import Decoder
-    dec = Decoder(load_pair_from_args(a))
+    dec = Decoder(pair or load_pair_from_args(a))
     trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
     if a.trace:
         trace.to_json(a.trace)
@@ -105,12 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--trace", default=None, help="write the run's trace JSON here")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    g.add_argument("--cost-model", default=None, help="verify-cost profile for --budget auto "
+                                                       "(default results/cost_model_<preset>_<device>.json)")
+    g.add_argument("--calibration", default=None, help="budget calibration for --budget auto "
+                                                        "(default results/budget_<preset>_<device>_<method>.json)")
     g.set_defaults(func=cmd_generate)
     for name, mod, hlp in (("train", "dominotree.train.trainer", "train the embedded DFlash + Domino drafters"),
                            ("bench", "dominotree.bench.cli", "benchmark methods on a prompt set"),
                            ("bench-build", "dominotree.bench.build", "time tree builders per round"),
                            ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive"),
-                           ("profile-rounds", "dominotree.bench.rounds", "per-stage time per round, in ar steps")):
+                           ("profile-rounds", "dominotree.bench.rounds", "per-stage time per round, in ar steps"),
+                           ("calibrate-budget", "dominotree.bench.calibrate", "calibrate --budget auto")):
         s = sub.add_parser(name, help=hlp, add_help=False)
         s.set_defaults(func=None, module=mod)
     return p
@@ -120,7 +144,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
-    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds"):
+    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds", "calibrate-budget"):
         ns, rest = p.parse_known_args(argv[:1])
         import importlib
         try:

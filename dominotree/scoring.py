@@ -11,9 +11,12 @@ Depths are 1-indexed: the root's children are at depth 1, drawn from block row 0
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
+
+EAGER_ENV = "DOMINOTREE_EAGER_DEPTHS"
 
 
 @dataclass
@@ -54,12 +57,16 @@ class _BaseScores:
 
     Lazy (the default): a depth is prepared (its row's log-softmax, Top-M, ranks and gathers) the
     first time a builder asks for it, i.e. when the heap first reaches that depth; a budget-16
-    tree rarely reaches all 16. ``lazy=False`` prepares every depth at construction in one batched
+    tree rarely reaches all 16. ``lazy=False`` (or ``DOMINOTREE_EAGER_DEPTHS=1``, to measure the
+    difference) prepares every depth at construction in one batched
     call per op; each row of a batched log-softmax / top-k / gather is computed by the same kernel
     as the row alone, so both give the identical tree (``tests/test_builders.py`` checks ``==``).
     """
 
-    def __init__(self, block: DraftBlock, topm: int, lazy: bool = True):
+    def __init__(self, block: DraftBlock, topm: int, lazy: bool | None = None):
+        if lazy is None:
+            lazy = os.environ.get(EAGER_ENV, "").lower() not in ("1", "true", "yes")
+        self.lazy = lazy
         self.block = block
         self.D, self.V = block.base_logits.shape
         self.topm = min(topm, self.V) if topm > 0 else 0
@@ -118,11 +125,11 @@ class _BaseScores:
 class MarginalScorer(_BaseScores):
     """Every node at depth d gets the same menu: the top-K of the base distribution at d."""
 
-    def __init__(self, block: DraftBlock, k: int, topm: int = 64, lazy: bool = True):
+    def __init__(self, block: DraftBlock, k: int, topm: int = 64, lazy: bool | None = None):
         super().__init__(block, topm, lazy)
         self.k = min(k, self.V)
         self._menus: list = [None] * self.D
-        if not lazy:
+        if not self.lazy:
             vals, ids = torch.topk(self.base_lp, self.k, dim=-1)
             self._menus = [(i, v) for i, v in zip(ids.tolist(), vals.tolist())]
 
@@ -144,7 +151,7 @@ class ConditionalScorer(_BaseScores):
     top-K. Child GRU states come from one batched K-way GRU step.
     """
 
-    def __init__(self, block: DraftBlock, drafter, embed: torch.nn.Module, k: int, topm: int, lazy: bool = True):
+    def __init__(self, block: DraftBlock, drafter, embed: torch.nn.Module, k: int, topm: int, lazy: bool | None = None):
         self.drafter, self.embed, self.k = drafter, embed, k
         self.dtype = drafter.fc.weight.dtype
         self.w2 = drafter.embed_proj[2].weight                                 # [V, E]
@@ -207,7 +214,7 @@ class ConditionalScorer(_BaseScores):
 class StaticScorer(ConditionalScorer):
     """``condstatic``: per-depth menus from the correction along the greedy (chain) path."""
 
-    def __init__(self, block: DraftBlock, drafter, embed, k: int, topm: int, depth: int, lazy: bool = True):
+    def __init__(self, block: DraftBlock, drafter, embed, k: int, topm: int, depth: int, lazy: bool | None = None):
         super().__init__(block, drafter, embed, k, topm, lazy)
         vals, toks = self.root_children
         self._menus = {1: (toks.tolist(), vals.tolist())}

@@ -429,3 +429,20 @@ def test_topm_curve_needs_a_sweep():
     fig = topm_curve({"temps": ["0.0"], "summary": pd.DataFrame(rows)})
     assert list(fig.data[0].x) == ["16", "64", "full vocab"]          # full vocabulary last
     assert topm_curve({"temps": ["0.0"], "summary": pd.DataFrame(rows[:1])}) is None
+
+
+def test_profile_rounds_splits_every_stage(tiny_pair, monkeypatch, capsys):
+    import dominotree.cli as cli
+    monkeypatch.setattr(cli, "load_pair_from_args", lambda a: tiny_pair)
+    code = cli.main(["profile-rounds", "--preset", "random-tiny", "--dtypes", "float32", "--prompts", "1",
+                     "--max-new-tokens", "6"])
+    out = capsys.readouterr().out
+    assert code == 0
+    res = json.loads(out.strip().splitlines()[-1])
+    r = res["dtypes"]["float32"]
+    assert r["x_ar"]["ar"]["round"] == pytest.approx(1.0)
+    dom = r["ms"]["dominotree"]
+    assert {"backbone", "draft_lm_head", "build", "layers", "attention", "head", "sampling", "commit"} <= set(dom)
+    assert dom["backbone"] > 0 and dom["attention"] > 0 and dom["head"] > 0
+    parts = sum(v for k, v in dom.items() if k != "round")
+    assert parts == pytest.approx(dom["round"], abs=1e-3)      # the parts add up to the round (rounded to 1e-4 ms each)

@@ -174,6 +174,7 @@ def test_lazy_depths_equal_eager(name, head, tie_head):
     assert fewer          # some round really left depths unprepared
 
 
+@torch.inference_mode()
 def test_lazy_marginal_and_static_scorers_equal_eager(head):
     from dominotree.scoring import StaticScorer
     gen = torch.Generator().manual_seed(26)

@@ -29,6 +29,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..config import METHODS, ConfigError, TreeConfig
@@ -87,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cost-model", default=None,
                    help="verify-cost model JSON for caddtree / condadaptive (default: "
                         "results/cost_model_<preset>_<device>.json, profiled now if missing)")
+    g.add_argument("--calibration", default=None,
+                   help="budget calibration for NAME@auto (default results/budget_<preset>_<device>_<method>.json, "
+                        "made now if missing; the verify-cost profile comes from --cost-model or its default)")
     g.add_argument("--no-warmup", action="store_true")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g = p.add_argument_group("output")
@@ -128,6 +132,35 @@ def resolve_cost_model(a, pair, needed: bool, out: Path):
     return cm
 
 
+def resolve_auto_variants(a, pair, variants: list) -> dict:
+    """Replace every ``NAME@auto`` variant's budget by the auto choice; {label: choice and curve}."""
+    auto = {}
+    for i, v in enumerate(variants):
+        if v.auto:
+            from .calibrate import resolve_auto
+            b, info = resolve_auto(pair, v.method, a.cost_model, a.calibration, tree=v.tree, builder=a.builder,
+                                   progress=not a.no_progress)
+            variants[i] = replace(v, tree=replace(v.tree, budget=b))
+            auto[v.label] = info
+            print(f"{v.label}: budget {b} (predicted best on this device; {info['calibration']})", file=sys.stderr)
+    return auto
+
+
+def auto_report(res: dict, auto: dict) -> dict:
+    """{label: chosen budget, its measured speedup over ar and over the same method at 16}."""
+    out = {}
+    for t, r in res["result"].items():
+        ms = r["methods"]
+        for label, info in auto.items():
+            b16 = next((l for l in (info["method"], f"{info['method']}@16") if l in ms), None)
+            got = ms.get(label, {})
+            ratio = (got.get("tokens_per_s") / ms[b16]["tokens_per_s"]) if b16 and got.get("tokens_per_s") and \
+                ms[b16].get("tokens_per_s") else None
+            out.setdefault(t, {})[label] = {"budget": info["budget"], "speedup": got.get("speedup"),
+                                            "vs_budget_16": round(ratio, 4) if ratio else None}
+    return out
+
+
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     if a.summarize:
@@ -150,6 +183,8 @@ def main(argv=None) -> int:
         print(json.dumps({"prompts": len(prompts), "categories": sorted({p.category for p in prompts})}))
         return 0
     temps = list(dict.fromkeys(_floats(a.temperatures, "--temperatures")))
+    if a.budget == "auto":
+        raise _user_error("bench chooses auto budgets per method: list them as --methods ...,dominotree@auto")
     try:
         base = TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk)
     except ConfigError as e:
@@ -182,6 +217,7 @@ def main(argv=None) -> int:
             raise _user_error(f"{out} already holds answers: pass --resume to continue it or --overwrite to replace them")
     out.mkdir(parents=True, exist_ok=True)
     cm = resolve_cost_model(a, pair, any(v.method in ADAPTIVE for v in variants), out)
+    auto = resolve_auto_variants(a, pair, variants)
     dec = _bench_decoder(pair, cm)
     chat = not a.no_chat
     check_prompts(dec, prompts, a.max_new_tokens, chat)
@@ -195,7 +231,7 @@ def main(argv=None) -> int:
                 "prompts": a.prompts or a.dataset or "eval", "n_prompts": len(prompts), "limit": a.limit,
                 "builder": a.builder, "ablation": a.ablation, "chat": chat, "resumed": bool(a.resume),
                 "seeds": f"{SEED_BASE} + 100*prompt_idx + turn_idx",
-                "cost_model": (cm.meta if cm is not None else None),
+                "cost_model": (cm.meta if cm is not None else None), "auto_budget": auto,
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out / "run.json").write_text(json.dumps(run_meta, indent=1, default=str))
     from .datasets import write_jsonl
@@ -239,15 +275,24 @@ def _finish(a, res: dict, out: Path) -> int:
     except (OSError, ValueError):
         run = {}
     hw = run.get("hardware", {})
+    auto = run.get("auto_budget") or {}
+    res["auto_budget"] = auto
     figs = []
     if not a.no_figures:
         from .figures import make_figures
         figs = make_figures(res, out / "figures")
     obj = final_object(res, run.get("preset", ""), run.get("device", ""), out, hw.get("gpu") or hw.get("cpu") or "")
     obj["figures"] = [str(f) for f in figs]
+    if auto:
+        obj["auto_budget"] = auto_report(res, auto)
+        (out / "budget_auto.json").write_text(json.dumps({"choice": obj["auto_budget"], "auto": auto}, indent=1))
     (out / "results.json").write_text(json.dumps(obj, indent=1))
     if not a.json:
         print(human_table(res))
+        for t, labels in obj.get("auto_budget", {}).items():
+            for label, r in labels.items():
+                vs = f", {r['vs_budget_16']:.2f}x the budget-16 tok/s" if r["vs_budget_16"] else ""
+                print(f"T={t} {label}: budget {r['budget']}{vs}")
         print(f"tables: {out / 'summary.md'}, {out / 'ci.md'}; answers: {out / 'answers'}", file=sys.stderr)
     print(json.dumps(obj))
     return 0

@@ -200,8 +200,44 @@ def adaptive_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
     return fig
 
 
+def auto_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
+    """``NAME@auto``'s budget curve from the one calibration run: tau and predicted tokens/s against
+    b, with this bench's measured points of the same method (fixed budgets and the auto choice)."""
+    auto = res.get("auto_budget") or {}
+    if not auto:
+        return None
+    df = res["summary"]
+    t0 = float(res["temps"][0])
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["tau (tokens per round)", "tokens/s"])
+    for i, (label, info) in enumerate(auto.items()):
+        c = PALETTE[i % len(PALETTE)]
+        xs = [r["budget"] for r in info["curve"]]
+        fig.add_trace(go.Scatter(x=xs, y=[r["tau"] for r in info["curve"]], mode="lines", line_color=c,
+                                 name=f"{info['method']}: calibration"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=[r["predicted_tokens_per_s"] for r in info["curve"]], mode="lines",
+                                 line_color=c, showlegend=False), row=1, col=2)
+        sub = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == info["method"])]
+        sub = sub.sort_values("budget")
+        for j, y in enumerate(("tau", "tokens_per_s"), start=1):
+            fig.add_trace(go.Scatter(x=[int(b) for b in sub["budget"]], y=[float(v) for v in sub[y]], mode="markers",
+                                     marker=dict(color=c, size=9, symbol="circle-open", line_width=2),
+                                     text=list(sub["label"]), name=f"{info['method']}: measured here",
+                                     showlegend=j == 1), row=1, col=j)
+        fig.add_vline(x=info["budget"], line_dash="dot", line_color=c, annotation_text=f"auto = {info['budget']}")
+    ar = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == "ar")]
+    if len(ar):
+        fig.add_hline(y=float(ar["tokens_per_s"].iloc[0]), line_dash="dash", line_color="#999999",
+                      annotation_text="ar (measured)", row=1, col=2)
+    fig.update_xaxes(type="log", title_text="node budget b")
+    fig = _layout(fig, f"--budget auto: the budget curve from one calibration run (T = {res['temps'][0]})", hardware,
+                  width=1000)
+    fig.update_layout(margin=dict(t=100))
+    return fig
+
+
 FIGURES = {"speedup": speedup_figure, "tau_hist": tau_histogram, "stages": stage_figure,
-           "budget_curve": budget_curve, "topm_curve": topm_curve, "adaptive_budget": adaptive_budget_figure}
+           "budget_curve": budget_curve, "topm_curve": topm_curve, "adaptive_budget": adaptive_budget_figure,
+           "budget_auto": auto_budget_figure}
 
 
 # figures drawn at one temperature: the first one keeps the plain name, later ones get ``_t<T>`` (``tau_hist_t0_5``)

@@ -1,5 +1,5 @@
-"""Method specs of ``bench --methods``: ``NAME[@BUDGET][/mM]`` -> a ``Variant`` (a method with its
-tree settings, named by its label): ``dominotree@32``, ``condadaptive@64`` (max budget),
+"""Method specs of ``bench --methods``: ``NAME[@BUDGET|@auto][/mM]`` -> a ``Variant`` (a method with its
+tree settings, named by its label): ``dominotree@32``, ``dominotree@auto``, ``condadaptive@64`` (max budget),
 ``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary)."""
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ class Variant:
     label: str
     method: str
     tree: TreeConfig
+    auto: bool = False      # ``NAME@auto``: the budget is chosen by ``--budget auto`` before the run
 
     @property
     def budget(self) -> int:
         return self.tree.budget
 
 
-_SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+))?(?:/m(?P<topm>\d+|full))?$")
+_SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+|auto))?(?:/m(?P<topm>\d+|full))?$")
 
 
 def parse_variant(spec: str, base: TreeConfig) -> Variant:
@@ -39,14 +40,20 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
         raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM] with NAME one of {', '.join(METHODS)}")
     tree = base
     label = m["m"]
-    if m["b"] is not None:
+    auto = m["b"] == "auto"
+    if auto:
+        from .calibrate import TREE_METHODS
+        if m["m"] not in TREE_METHODS:
+            raise _user_error(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)})")
+        label += "@auto"
+    elif m["b"] is not None:
         tree = replace(tree, budget=int(m["b"]))
         label += f"@{int(m['b'])}"
     if m["topm"] is not None:
         tm = 0 if m["topm"] == "full" else int(m["topm"])
         tree = replace(tree, corr_topm=tm, node_topk=min(tree.node_topk, tm) if tm else tree.node_topk)
         label += "/mfull" if tm == 0 else f"/m{tm}"
-    return Variant(label, m["m"], tree)
+    return Variant(label, m["m"], tree, auto)
 
 
 def parse_variants(specs: str, base: TreeConfig) -> list[Variant]:

@@ -1,0 +1,153 @@
+"""``--budget auto``: the fixed budget that maximises predicted tokens/s for a pair on a device.
+
+The budget-prefix property: a best-first tree's nodes are in pop order, and the first ``b`` pops of
+a budget-``B`` tree are exactly the budget-``b`` tree (the heap's pushes before pop ``b`` do not
+depend on the budget). At T = 0 the target's token at a tree row depends only on the row's
+ancestors, so one calibration run at a large budget ``B`` gives, for every ``b <= B``, the
+acceptance the budget-``b`` tree would have had in that round: the accept walk over the first
+``b + 1`` rows with the recorded target tokens (``prefix_accept``).
+
+Per round ``r`` of the calibration the predicted round time at budget ``b`` is
+
+    draft_ms + build_ms(b) + C_v(b; start_r) + commit_ms
+
+with ``C_v`` the verify-cost model of ``profile-cost`` (``dominotree.costmodel``), the build time
+measured in the calibration at a grid of budgets (linear between them) and the draft and commit
+times the calibration's medians; predicted tokens/s(b) = sum_r accepted_r(b) / sum_r time_r(b).
+The choice is the ``b`` with the highest prediction, the smaller on a tie: a pure function of the
+profile and the calibration, hence deterministic. It is one fixed budget per pair, method and
+device, not a per-round rule (CondAdaptive's per-round rule is what the paper shows failing).
+
+The calibration is cached like the cost model: ``results/budget_<preset>_<device>_<method>.json``
+(made by ``python -m dominotree calibrate-budget``).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .costmodel import device_slug
+from .tree import Tree, accept_walk
+
+SCHEMA = "dominotree.budget_calibration"
+SCHEMA_VERSION = 1
+
+
+def prefix_tree(tree: Tree, b: int) -> Tree:
+    """The first ``b`` non-root nodes of ``tree`` (in pop order) with the root: the budget-``b`` tree."""
+    n = b + 1
+    return Tree(tree.tokens[:n], tree.parents[:n], tree.depths[:n], tree.scores[:n], tree.marg_scores[:n])
+
+
+def prefix_accept(tree: Tree, target_tokens: list[int], budget_max: int) -> list[int]:
+    """``out[b-1]``: tokens the budget-``b`` prefix of ``tree`` commits (accepted drafts + bonus), b = 1..budget_max."""
+    out = []
+    for b in range(1, budget_max + 1):
+        n = min(b, tree.num_nodes)
+        accepted, _ = accept_walk(prefix_tree(tree, n), target_tokens[:n + 1])
+        out.append(len(accepted))
+    return out
+
+
+@dataclass
+class Calibration:
+    """A budget-``budget_max`` run of ``method``: per round its start and the tokens every prefix
+    would have committed, plus the stage costs that do not come from the verify-cost model."""
+    method: str
+    budget_max: int
+    starts: list[int]                    # per round: the root's position (context length)
+    accept: list[list[int]]              # per round: tokens committed at b = 1..budget_max
+    draft_ms: float
+    commit_ms: float
+    build_grid: list[int]                # budgets at which the build was timed
+    build_ms: list[float]                # median build ms at each grid budget
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.accept or len(self.accept) != len(self.starts):
+            raise ValueError("a calibration needs at least one round, with a start per round")
+        if any(len(a) != self.budget_max for a in self.accept):
+            raise ValueError("every round needs one acceptance per budget 1..budget_max")
+        if not self.build_grid or len(self.build_grid) != len(self.build_ms) or \
+                any(b2 <= b1 for b1, b2 in zip(self.build_grid, self.build_grid[1:])):
+            raise ValueError("build_grid must be increasing, with one build time per budget")
+
+    def build_at(self, b: int) -> float:
+        g, v = self.build_grid, self.build_ms
+        if b <= g[0]:
+            return float(v[0]) * (b / g[0] if g[0] > 0 else 1.0)
+        for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
+            if b <= b1:
+                return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
+        slope = (v[-1] - v[-2]) / (g[-1] - g[-2]) if len(g) > 1 else v[-1] / max(g[-1], 1)
+        return float(v[-1] + slope * (b - g[-1]))
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, "method": self.method, "budget_max": self.budget_max,
+                "starts": self.starts, "accept": self.accept, "draft_ms": self.draft_ms, "commit_ms": self.commit_ms,
+                "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Calibration":
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise ValueError(f"not a DominoTree budget calibration (missing schema {SCHEMA!r})")
+        if d.get("version") != SCHEMA_VERSION:
+            raise ValueError(f"calibration version {d.get('version')!r} is not supported")
+        return cls(d["method"], int(d["budget_max"]), [int(s) for s in d["starts"]],
+                   [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
+                   [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {})
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict()))
+        tmp.replace(path)
+        return path
+
+
+def curve(cal: Calibration, cost_model) -> list[dict]:
+    """Per budget b = 1..budget_max: tau (mean tokens per round) and predicted tokens/s."""
+    out = []
+    n = len(cal.accept)
+    for b in range(1, cal.budget_max + 1):
+        toks = sum(a[b - 1] for a in cal.accept)
+        ms = sum(cal.draft_ms + cal.build_at(b) + cost_model.verify_ms_at(b, s) + cal.commit_ms for s in cal.starts)
+        out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "predicted_tokens_per_s": 1e3 * toks / ms})
+    return out
+
+
+def choose(cal: Calibration, cost_model) -> int:
+    """The budget with the highest predicted tokens/s (the smallest such budget on a tie)."""
+    best = max(curve(cal, cost_model), key=lambda r: (r["predicted_tokens_per_s"], -r["budget"]))
+    return int(best["budget"])
+
+
+def default_path(preset: str, device, method: str) -> Path:
+    """``results/budget_<preset>_<device>_<method>.json`` (relative to the working directory)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", preset or "custom")
+    return Path("results") / f"budget_{slug}_{device_slug(device)}_{method}.json"
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    from .cli import UserError
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"budget calibration not found: {path} (make one with `python -m dominotree calibrate-budget`)")
+    try:
+        return Calibration.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"budget calibration {path} cannot be read: {e}") from None
+
+
+def require_profile(path: str | Path, preset: str, dtype: str):
+    """The verify-cost profile ``--budget auto`` needs, or one line saying how to make it."""
+    from .cli import UserError
+    from .costmodel import load_cost_model
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"--budget auto needs a verify-cost profile and there is none at {path}: make one with "
+                        f"`python -m dominotree profile-cost --preset {preset} --dtype {dtype} --out {path}`")
+    return load_cost_model(path)

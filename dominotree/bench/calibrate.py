@@ -1,0 +1,166 @@
+"""``python -m dominotree calibrate-budget``: the calibration behind ``--budget auto``.
+
+One greedy (T = 0) run of the method at a large budget on held-out prompts (the last prompts of
+each category of ``assets/prompts/eval.jsonl``; the sweeps use the first ones), recording per round
+the acceptance every smaller budget would have had (``autobudget.prefix_accept``), the draft and
+commit times, and the build time at a grid of budgets (each round's block rebuilt at every grid
+budget, timed, outside the round's own stage times). With the verify-cost profile of
+``profile-cost`` this predicts tokens/s against the budget; ``--budget auto`` picks the best.
+
+    python -m dominotree calibrate-budget [--preset smollm2] [--dtype bfloat16] [--method dominotree]
+        [--budget-max 32] [--per-category 3] [--max-new-tokens 48] [--cost-model FILE] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ..autobudget import Calibration, choose, curve, default_path, load_calibration, prefix_accept, require_profile
+from ..config import DecodeConfig, TreeConfig, default_builder
+
+BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+# the fixed-budget heaps whose first b pops are the budget-b tree, ties included
+# (tests/test_autobudget.py; DDTree's top-budget lists break it at exact ties)
+TREE_METHODS = ("marg", "condstatic", "dominotree")
+
+
+def held_out_prompts(per_category: int) -> list[str]:
+    """The last ``per_category`` prompts of each category of the held-out set, categories interleaved."""
+    from .datasets import load_prompts
+    by_cat: dict[str, list] = {}
+    for q in load_prompts(None, "eval", None):
+        by_cat.setdefault(q.category, []).append(q.turns[0])
+    picks = [by_cat[c][-per_category:] for c in sorted(by_cat)]
+    return [p for group in zip(*picks) for p in group]
+
+
+def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
+              builder: str | None = None, tree: TreeConfig | None = None, progress: bool = True) -> Calibration:
+    """Run the calibration (see the module docstring) and return it."""
+    from tqdm import tqdm
+    from ..decode import _Clock
+    if method not in TREE_METHODS:
+        raise ValueError(f"--budget auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)}), "
+                         f"not {method!r}")
+    builder = builder or default_builder(dec.target.device)
+    tree = replace(tree or TreeConfig(), budget=budget_max)
+    grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
+    build_ms = {b: [] for b in grid}
+    real_build = dec.build
+
+    def timed_build(cfg, drafter, block, root, start, bld, ab, clock):
+        out = real_build(cfg, drafter, block, root, start, bld, ab, clock)
+        if block is not None:
+            for b in grid:
+                c = _Clock(dec.target.device)
+                real_build(replace(cfg, tree=replace(cfg.tree, budget=b)), drafter, block, root, start, bld, None, c)
+                build_ms[b].append(c.ms["build"])
+        return out
+    starts, accept, draft, commit = [], [], [], []
+    dec.build = timed_build
+    try:
+        dec.generate("Warm-up", DecodeConfig(method=method, max_new_tokens=16, builder=builder, tree=tree))
+        for v in build_ms.values():
+            v.clear()
+        for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
+            tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
+                                              builder=builder, tree=tree))
+            for rt in tr.rounds:
+                starts.append(rt.start)
+                accept.append(prefix_accept(rt.tree, rt.target_tokens, budget_max))
+                draft.append(rt.stage_ms["draft"])
+                commit.append(rt.stage_ms["commit"])
+    finally:
+        dec.build = real_build
+    from .machine import hardware_info, versions_info
+    meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""), "builder": builder,
+            "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "prompts": len(prompts),
+            "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
+            "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
+                       grid, [statistics.median(build_ms[b]) for b in grid], meta)
+
+
+def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
+                 builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True):
+    """``(budget, info)`` for ``--budget auto``: the profile (required), the calibration (cached;
+    made now when missing) and the choice with its curve."""
+    from ..cli import UserError
+    from ..costmodel import default_path as cost_path
+    if method not in TREE_METHODS:
+        raise UserError(f"--budget auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)}), not {method!r}")
+    dtype = str(pair.target.dtype).replace("torch.", "")
+    cpath = Path(cost_model_path) if cost_model_path else cost_path(pair.name, pair.target.device)
+    cm = require_profile(cpath, pair.name, dtype)
+    kpath = Path(calibration_path) if calibration_path else default_path(pair.name, pair.target.device, method)
+    if kpath.is_file():
+        cal = load_calibration(kpath)
+        print(f"using budget calibration {kpath}", file=sys.stderr)
+    else:
+        print(f"no budget calibration at {kpath}: calibrating now (python -m dominotree calibrate-budget does it "
+              f"separately)", file=sys.stderr)
+        from ..decode import Decoder
+        cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
+                        builder=builder, tree=tree, progress=progress)
+        cal.save(kpath)
+        print(f"saved {kpath}", file=sys.stderr)
+    if cal.method != method:
+        raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
+    for key, want in (("preset", pair.name), ("dtype", dtype)):
+        if cal.meta.get(key) not in (None, want):
+            print(f"warning: the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses "
+                  f"{want!r}", file=sys.stderr)
+    b = choose(cal, cm)
+    return b, {"method": method, "budget": b, "calibration": str(kpath), "cost_model": str(cpath),
+               "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
+                         for r in curve(cal, cm)]}
+
+
+def main(argv=None) -> int:
+    from ..cli import UserError, add_model_args, load_pair_from_args
+    p = argparse.ArgumentParser(prog="python -m dominotree calibrate-budget", description=__doc__.split("\n\n")[0])
+    add_model_args(p)
+    p.add_argument("--method", default="dominotree", choices=TREE_METHODS)
+    p.add_argument("--budget-max", type=int, default=32, help="the calibration run's budget (the largest b predicted)")
+    p.add_argument("--per-category", type=int, default=3, help="last N held-out prompts of each category")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--corr-topm", type=int, default=64)
+    p.add_argument("--node-topk", type=int, default=8)
+    p.add_argument("--builder", default=None)
+    p.add_argument("--cost-model", default=None, help="verify-cost profile (default results/cost_model_<preset>_<device>.json)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default=None, help="default results/budget_<preset>_<device>_<method>.json")
+    a = p.parse_args(argv)
+    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1:
+        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1")
+    if a.threads:
+        import torch
+        torch.set_num_threads(a.threads)
+    pair = load_pair_from_args(a)
+    out = Path(a.out) if a.out else default_path(pair.name, pair.target.device, a.method)
+    from ..costmodel import default_path as cost_path
+    cm = require_profile(a.cost_model or cost_path(pair.name, pair.target.device), pair.name, a.dtype)
+    from ..decode import Decoder
+    tree = TreeConfig(budget=a.budget_max, corr_topm=a.corr_topm, node_topk=a.node_topk)
+    cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(a.per_category), a.method, a.budget_max,
+                    a.max_new_tokens, a.builder, tree)
+    cal.save(out)
+    rows = curve(cal, cm)
+    b = choose(cal, cm)
+    print(f"{'budget':>6} {'tau':>6} {'round ms':>9} {'pred tok/s':>11}")
+    for r in rows:
+        print(f"{r['budget']:>6} {r['tau']:>6.2f} {r['round_ms']:>9.2f} {r['predicted_tokens_per_s']:>11.2f}"
+              + ("  <- auto" if r["budget"] == b else ""))
+    print(f"saved {out}", file=sys.stderr)
+    print(json.dumps({"calibration": str(out), "method": a.method, "auto_budget": b, "rounds": len(cal.starts),
+                      "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""``--budget auto``: the budget-prefix property it rests on, a deterministic choice, and one clear
+line when the verify-cost profile is missing.
+
+    .venv/bin/python -m pytest -q tests/test_autobudget.py
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dominotree.autobudget import Calibration, choose, curve, prefix_accept, prefix_tree
+from dominotree.bench.build import random_block, random_head
+from dominotree.builders import build_lazy, build_reference, get_builder
+from dominotree.config import TreeConfig
+from dominotree.costmodel import CostModel
+from dominotree.scoring import ConditionalScorer, MarginalScorer
+from dominotree.tree import accept_walk
+
+B = 24
+
+
+@pytest.fixture(scope="module")
+def heads():
+    d, e = random_head(hidden=64, vocab=600, gru=64, emb=16, seed=1)
+    t, te = random_head(hidden=64, vocab=600, gru=64, emb=16, seed=2)
+    with torch.no_grad():
+        t.embed_proj[2].weight.zero_()       # zero correction: equal menus at a depth, many exact ties
+    return [(d, e), (t, te)]
+
+
+def _same_prefix(big, small, b):
+    p = prefix_tree(big.tree, b)
+    assert (small.tree.tokens, small.tree.parents, small.tree.depths) == (p.tokens, p.parents, p.depths)
+    assert small.tree.scores == p.scores and small.tree.marg_scores == p.marg_scores
+
+
+@pytest.mark.parametrize("name", ["python", "graph", "frontier"])
+@pytest.mark.parametrize("scorer", ["conditional", "marginal"])
+def test_budget_prefix_property(name, scorer, heads):
+    """The first b pops of the budget-B tree are the budget-b tree, for every b <= B, ties included."""
+    gen = torch.Generator().manual_seed(30)
+    build = get_builder(name)
+    for d_e in heads:
+        for ties in (False, True):
+            block = random_block(*d_e, 12, gen, ties=ties)
+
+            def make():
+                if scorer == "marginal":
+                    return MarginalScorer(block, 4, 16)
+                return ConditionalScorer(block, *d_e, 4, 16)
+            state = block.root_state if scorer == "conditional" else None
+            big = build(make(), block.root, state, TreeConfig(budget=B, corr_topm=16, node_topk=4), 12)
+            assert big.tree.num_nodes == B
+            for b in range(1, B):
+                small = build(make(), block.root, state, TreeConfig(budget=b, corr_topm=16, node_topk=4), 12)
+                _same_prefix(big, small, b)
+    assert len(set(big.tree.scores[1:])) < B        # the tie head really tied
+
+
+def test_budget_prefix_property_ddtree_lazy_heap(heads):
+    """DDTree's lazy heap over top-``budget`` marginals: the property holds where the per-depth lists
+    have no exact ties (torch.topk orders equal values differently for different k, so at ties the
+    top-b list is not a prefix of the top-B list; ``--budget auto`` is therefore not offered for ddtree)."""
+    gen = torch.Generator().manual_seed(31)
+    for _ in range(3):
+        block = random_block(*heads[0], 12, gen)
+        lp = torch.log_softmax(block.base_logits.float(), dim=-1)
+        vals, ids = torch.topk(lp, B, dim=-1)
+        big = build_lazy(ids.tolist(), vals.tolist(), block.root, B)
+        for b in range(1, B):
+            v, i = torch.topk(lp, b, dim=-1)     # decode.py gives DDTree the top-`budget` per depth
+            _same_prefix(big, build_lazy(i.tolist(), v.tolist(), block.root, b), b)
+
+
+def test_prefix_accept_is_the_walk_on_the_prefix(heads):
+    gen = torch.Generator().manual_seed(32)
+    block = random_block(*heads[0], 12, gen)
+    tree = build_reference(ConditionalScorer(block, *heads[0], 4, 16), block.root, block.root_state,
+                           TreeConfig(budget=B, corr_topm=16, node_topk=4), 12).tree
+    rng = torch.Generator().manual_seed(33)
+    for _ in range(20):   # target tokens that follow the tree for a while, then leave it
+        post = [tree.tokens[int(torch.randint(1, B + 1, (1,), generator=rng))] for _ in range(B + 1)]
+        acc, _ = accept_walk(tree, post)
+        for i, r in enumerate(acc[:-1]):      # make the walk go deep: each accepted row points to its child
+            kids = [j for j in range(1, B + 1) if tree.parents[j] == r]
+            if kids:
+                post[r] = tree.tokens[kids[-1]]
+        got = prefix_accept(tree, post, B)
+        for b in range(1, B + 1):
+            assert got[b - 1] == len(accept_walk(prefix_tree(tree, b), post[:b + 1])[0])
+        assert got == sorted(got) and got[-1] == len(accept_walk(tree, post)[0])
+
+
+def _calibration():
+    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
+    return Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
+                       build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5], meta={"preset": "test"})
+
+
+def test_auto_choice_is_deterministic(tmp_path):
+    cal = _calibration()
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    b = choose(cal, cm)
+    assert all(choose(cal, cm) == b for _ in range(5))
+    cm.save(tmp_path / "cm.json")
+    cal.save(tmp_path / "cal.json")
+    from dominotree.autobudget import load_calibration
+    from dominotree.costmodel import load_cost_model
+    assert choose(load_calibration(tmp_path / "cal.json"), load_cost_model(tmp_path / "cm.json")) == b
+    rows = curve(cal, cm)
+    best = max(r["predicted_tokens_per_s"] for r in rows)
+    assert rows[b - 1]["predicted_tokens_per_s"] == best
+    assert all(r["predicted_tokens_per_s"] < best for r in rows[:b - 1])        # the smallest on a tie
+    # verify rows that cost nothing favour the largest budget; expensive rows a small one
+    assert choose(cal, CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.0)) >= b
+    assert choose(cal, CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=20.0)) <= b
+
+
+def test_calibration_refuses_bad_shapes():
+    with pytest.raises(ValueError):
+        Calibration("dominotree", 4, [1], [[1, 2]], 1.0, 1.0, [1, 4], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        Calibration.from_dict({"schema": "something else"})
+
+
+# --- from the command line -------------------------------------------------------------------------
+
+@pytest.fixture
+def cli(tiny_pair, monkeypatch, capsys, tmp_path):
+    import dominotree.cli as C
+    monkeypatch.setattr(C, "load_pair_from_args", lambda a: tiny_pair)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*argv):
+        try:
+            code = C.main(list(argv))
+        except SystemExit as e:          # argparse's own usage errors
+            code = e.code
+        cap = capsys.readouterr()
+        return code, cap.out, cap.err
+    return run
+
+
+def test_auto_without_a_profile_is_one_clear_line(cli, tmp_path):
+    code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: --budget auto needs a verify-cost profile") and "profile-cost" in err
+    (tmp_path / "p.jsonl").write_text('{"prompt": "Hi"}\n')
+    code, out, err = cli("bench", "--preset", "random-tiny", "--prompts", str(tmp_path / "p.jsonl"), "--methods",
+                         "ar,dominotree@auto", "--no-progress", "--out", str(tmp_path / "o"))
+    assert code == 2 and err.strip().splitlines()[-1].startswith("error: --budget auto needs a verify-cost profile")
+    code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "many", "--prompt", "Hi")
+    assert code == 2 and "integer or auto" in err
+
+
+def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_path):
+    from dominotree.bench.calibrate import calibrate
+    from dominotree.bench.figures import auto_budget_figure
+    from dominotree.bench.summary import summarize
+    from dominotree.decode import Decoder
+    CostModel.synthetic(draft_ms=2.0, base_ms=5.0, per_node_ms=0.3).save(tmp_path / "cm.json")
+    cal = calibrate(Decoder(tiny_pair, annotate=False), ["Hello there", "Count to ten"], "dominotree", 8,
+                    max_new_tokens=8, progress=False)
+    assert len(cal.accept) == len(cal.starts) > 0 and cal.build_grid[-1] == 8
+    cal.save(tmp_path / "cal.json")
+    (tmp_path / "p.jsonl").write_text('{"prompt": "Hi"}\n{"prompt": "Tell me a story"}\n')
+    code, out, err = cli("bench", "--preset", "random-tiny", "--prompts", str(tmp_path / "p.jsonl"), "--methods",
+                         "ar,dominotree,dominotree@auto", "--max-new-tokens", "6", "--no-progress", "--no-warmup",
+                         "--no-figures", "--cost-model", str(tmp_path / "cm.json"), "--calibration",
+                         str(tmp_path / "cal.json"), "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    last = json.loads(out.strip().splitlines()[-1])
+    b = choose(cal, CostModel.synthetic(draft_ms=2.0, base_ms=5.0, per_node_ms=0.3))
+    assert last["auto_budget"]["0.0"]["dominotree@auto"]["budget"] == b
+    assert "dominotree@auto" in last["methods"]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert [m["budget"] for m in run["methods"] if m["label"] == "dominotree@auto"] == [b]
+    res = summarize(tmp_path / "o")
+    res["auto_budget"] = run["auto_budget"]
+    assert auto_budget_figure(res) is not None
