@@ -114,6 +114,7 @@ class NodeExpander:
         self.S_toks = torch.zeros(self.k, dtype=torch.long, device=dev)         # [K] children to step
         self.O_corr = self.O_gru = None
         self._row_views: dict = {}
+        self._bound = False
         if self.use_graphs:
             self.H_pack = torch.zeros(3, self.k, dtype=torch.float64, pin_memory=True)
 
@@ -131,9 +132,17 @@ class NodeExpander:
         prepared lazily, row by row, as the heap reaches them; no copy)."""
         self._row_views = {}
         self.scorer = scorer
+        self._bound = False
         if not self.owned:
             self.S_z = scorer.block.z
             return
+        self._bind_all()
+
+    def _bind_all(self) -> None:
+        """Every depth's inputs into the ``S_`` buffers (copied when owned, else bound): what the
+        fixed-shape program needs, since it indexes rows by a device tensor."""
+        scorer = self.scorer
+        self._bound = True
         src = {"S_z": scorer.block.z, "S_base_lp": scorer.base_lp}
         if self.full_vocab:
             src["S_base_logits"] = scorer.block.base_logits
@@ -159,6 +168,8 @@ class NodeExpander:
             if got is None:
                 got = self._row_views[r] = self._scorer_rows(r)
             return got
+        if not self._bound:
+            self._bind_all()
         return self._select_rows(lambda t: t.index_select(0, r)[0])
 
     def _scorer_rows(self, r: int) -> tuple:
