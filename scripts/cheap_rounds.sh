@@ -2,7 +2,7 @@
 # Issue 12's measurements (embedded pair, CPU, nothing else running: run each part under the lock).
 #   flock /tmp/cpu.lock bash scripts/cheap_rounds.sh build   # bench-build + profile-rounds before/after (~4 min)
 #   flock /tmp/cpu.lock bash scripts/cheap_rounds.sh calibrate  # profile-cost + calibrate-budget (~5 min)
-#   flock /tmp/cpu.lock bash scripts/cheap_rounds.sh bench      # ar, ddtree, dominotree, dominotree@auto (~8 min)
+#   flock /tmp/cpu.lock bash scripts/cheap_rounds.sh bench      # ar, ddtree, dominotree, dominotree@auto: 12 prompts x 48 tokens (~8 min)
 # "before" = the reference builder with every depth prepared up front (the build of main before this
 # issue: DOMINOTREE_EAGER_DEPTHS=1 --builder python); "after" = lazy depths and the device's default builder.
 set -euo pipefail
@@ -28,7 +28,7 @@ case "${1:-}" in
       --per-category 2 --max-new-tokens 48 --cost-model $CM --out $CAL | tee $R/calibrate_budget.txt ;;
   bench)
     $PY -m dominotree bench --preset smollm2 --dtype bfloat16 --dataset chat,math,code --limit 4 \
-      --max-new-tokens 64 --methods ar,ddtree,dominotree,dominotree@auto --cost-model $CM --calibration $CAL \
+      --max-new-tokens 48 --methods ar,ddtree,dominotree,dominotree@auto --cost-model $CM --calibration $CAL \
       --out $R/bench --overwrite --no-progress | tee $R/bench.txt ;;
   *) echo "usage: $0 build|calibrate|bench" >&2; exit 2 ;;
 esac
