@@ -8,7 +8,6 @@ dominotree alone (same seed, same output) and screenshots that round's views.
 """
 import argparse
 import json
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -30,17 +29,12 @@ def main() -> None:
     import ui
     from playwright.sync_api import sync_playwright
     from ui.backend import Backend, ModelChoice
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo = ui.build_app(Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu")))
-    demo.queue(default_concurrency_limit=1).launch(server_name="127.0.0.1", server_port=port,
-                                                   prevent_thread_lock=True, quiet=True, **ui.launch_kwargs())
+    demo, url = ui.serve_locally(Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu")))
     with sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
         page = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True).new_page()
         page.set_default_timeout(120_000)
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(url)
         page.wait_for_selector("#prompt textarea")
         page.fill("#prompt textarea", a.prompt)
         set_number(page, "max-new", a.max_new)

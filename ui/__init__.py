@@ -17,7 +17,7 @@ from .controls import build_controls
 from .events import status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
-from .round_view import build_round_details, build_round_view, build_topm
+from .round_view import build_round_details, build_round_view, build_topm, build_whatif
 from .summary import build_summary, build_timing
 
 INTRO = """# DominoTree explorer
@@ -50,6 +50,7 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
             with gr.Column(scale=4):
                 c.update(build_panes())
                 c.update(build_round_view())
+                c.update(build_whatif())
                 c.update(build_exports())
                 c.update(build_round_details())
                 c.update(build_timing())
@@ -59,4 +60,17 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
     return demo
 
 
-__all__ = ["Backend", "build_app", "launch_kwargs"]
+def serve_locally(backend: Backend) -> tuple[gr.Blocks, str]:
+    """Build and launch the app on a free loopback port in this process (scripts, tests):
+    returns the demo (``demo.close()`` when done) and its URL."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_app(backend)
+    demo.queue(default_concurrency_limit=1).launch(server_name="127.0.0.1", server_port=port,
+                                                   prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+__all__ = ["Backend", "build_app", "launch_kwargs", "serve_locally"]

@@ -51,8 +51,11 @@ def captions_html(trace: DecodeTrace, rt: RoundTrace) -> str:
                  f"{tree.num_nodes} nodes, {max(tree.depths)} deep"
                  + (f", K = {html.escape(str(cfg.get('node_topk')))} children per expanded node"
                     if rt.menus else "") + ".")
-    verify = (f"The target scored all {len(tree.tokens)} rows in one forward pass, each row attending only "
-              f"to its ancestors (the tree attention mask).")
+    if drafted:
+        verify = (f"The target scored all {len(tree.tokens)} rows in one forward pass, each row attending only "
+                  f"to its ancestors (the tree attention mask).")
+    else:
+        verify = "The target ran one ordinary forward step on the last committed token."
     path = " ".join(tok_html(tree.tokens[i], tt) for i in rt.accepted[1:])
     if k:
         commit = (f"Walking down from the root, {k} draft token{'s' if k > 1 else ''} matched the target "
@@ -144,3 +147,41 @@ def build_round_details() -> dict:
 
 def build_topm() -> dict:
     return dict(topm=gr.Plot(label="Top-M pruning per depth", elem_id="topm"))
+
+
+def whatif_html(rt: RoundTrace, small: RoundTrace, token_text) -> str:
+    k_full, k = len(rt.accepted) - 1, len(small.accepted) - 1
+    path = " ".join(tok_html(small.tree.tokens[i], token_text) for i in small.accepted[1:]) or "none"
+    return (f'<div class="dt-whatif">With budget <b>{small.tree.num_nodes}</b> (the first '
+            f'{small.tree.num_nodes} of the {rt.tree.num_nodes} nodes the builder popped) the target would have '
+            f'accepted <b>{k}</b> draft token{"s" if k != 1 else ""} ({path}) plus the bonus '
+            f'{tok_html(small.bonus, token_text)}: {k + 1} committed, against {k_full + 1} with the full tree.</div>')
+
+
+def render_whatif(traces: dict, focus: str | None, idx, show: str, budget) -> list:
+    """Outputs for [what-if caption, what-if tree]: the round's tree cut to its first ``budget``
+    nodes (the tree a best-first build of that budget makes) and what it would have accepted."""
+    from dominotree.whatif import at_budget
+    trace = pick(traces, focus)
+    if trace is None or not trace.rounds:
+        return ["", None]
+    rt = trace.rounds[clamp_round(trace, idx)]
+    if rt.tree.num_nodes == 0:
+        return ['<div class="dt-whatif">This round drafted nothing (ar): there is no tree to cut.</div>', None]
+    try:
+        b = int(float(budget))
+    except (TypeError, ValueError):
+        b = rt.tree.num_nodes
+    small = at_budget(rt, b)
+    show = show if show in SHOWS else "conditional"
+    return [whatif_html(rt, small, trace.token_text), figures.tree_figure(small, trace.token_text, show=show)]
+
+
+def build_whatif() -> dict:
+    with gr.Accordion("What would a smaller budget have accepted?", open=False, elem_id="whatif"):
+        budget = gr.Slider(1, 256, value=8, step=1, label="Budget b (a best-first tree of budget b is the first b "
+                                                          "nodes of this round's tree in pop order)",
+                           elem_id="whatif-budget")
+        caption = gr.HTML("", label="What-if", show_label=False, elem_id="whatif-caption")
+        tree = gr.Plot(label="The budget-b sub-tree and its accepted path", elem_id="whatif-tree")
+    return dict(whatif_budget=budget, whatif_caption=caption, whatif_tree=tree)
