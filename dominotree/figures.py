@@ -123,7 +123,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                                line=dict(color=[ACCEPT_COLOR if nd.accepted else "#444444" for nd in rows],
                                          width=[3 if nd.accepted else 0.6 for nd in rows])),
                    text=[_esc(token_label(nd.token, token_text, label_len)) for nd in rows],
-                   textposition="middle right", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
+                   textposition="top center", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
                    hovertext=[_hover(rt, tree, nd, token_text, menus, kids) for nd in rows],
                    hoverinfo="text", customdata=[nd.row for nd in rows]),
     ]
@@ -137,7 +137,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                        showlegend=showlegend,
                        marker=dict(size=15, color="#ffffff", symbol="diamond",
                                    line=dict(color=ACCEPT_COLOR, width=2.5)),
-                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="middle right",
+                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="top center",
                        textfont=dict(size=11, family="DejaVu Sans Mono, monospace", color=ACCEPT_COLOR),
                        hovertext=[_hover(rt, tree, b, token_text, menus, kids)], hoverinfo="text"),
         ]
@@ -391,6 +391,17 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
     return fig
 
 
+# one colour per method in every chart (Okabe-Ito), whichever methods a comparison holds
+METHOD_COLORS = {"ar": "#999999", "dflash": "#56B4E9", "ddtree": "#E69F00", "caddtree": "#F0E442",
+                 "domino": "#009E73", "dominotree": "#D55E00", "marg": "#0072B2", "condstatic": "#CC79A7",
+                 "condadaptive": "#000000"}
+_BOTTOM_LEGEND = dict(orientation="h", y=-0.22, yanchor="top", x=0, xanchor="left")
+
+
+def method_color(name: str, trace: DecodeTrace | None = None) -> str:
+    return METHOD_COLORS.get(trace.method if trace is not None else name, METHOD_COLORS.get(name, "#666666"))
+
+
 def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
     """Share of rounds committing n tokens (accepted drafts + bonus) per method; τ is its mean."""
     traces = {k: t for k, t in traces.items() if t.rounds}
@@ -405,13 +416,13 @@ def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
             counts[rt.accept_len] += 1
         n = len(t.rounds)
         fig.add_trace(go.Bar(x=xs, y=[counts[k] / n for k in xs], name=_esc(f"{name} (τ = {t.tau:.2f})"),
-                             customdata=[counts[k] for k in xs],
+                             customdata=[counts[k] for k in xs], marker_color=method_color(name, t),
                              hovertemplate="%{x} tokens: %{y:.1%} of rounds (%{customdata})<extra></extra>"))
     fig.update_layout(
-        barmode="group", template="plotly_white", font=_FONT, height=340,
+        barmode="group", template="plotly_white", font=_FONT, height=380,
         title=dict(text="Tokens committed per round<br><sup>accepted drafts + the bonus token; τ = the mean</sup>"),
         xaxis=dict(title="tokens committed in the round", dtick=1), yaxis=dict(title="share of rounds", tickformat=".0%"),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+        legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))
     return fig
 
 
@@ -430,15 +441,15 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
         ds = list(range(1, deepest + 1))
         hits = [sum(a >= d for a in drafts) for d in ds]
         fig.add_trace(go.Scatter(x=ds, y=[h / n for h in hits], mode="lines+markers", name=_esc(name),
-                                 customdata=hits, hovertemplate=(
+                                 line=dict(color=method_color(name, t)), customdata=hits, hovertemplate=(
                                      "depth %{x}: %{y:.1%} of rounds (%{customdata}/" + str(n) + ")<extra></extra>")))
     if not fig.data:
         return _empty("No drafted rounds to measure acceptance by depth")
     fig.update_layout(
-        template="plotly_white", font=_FONT, height=340,
+        template="plotly_white", font=_FONT, height=380,
         title=dict(text="Acceptance by depth<br><sup>share of rounds accepting at least d draft tokens</sup>"),
         xaxis=dict(title="depth d", dtick=1), yaxis=dict(title="rounds", tickformat=".0%", range=[0, 1.05]),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+        legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))
     return fig
 
 

@@ -259,6 +259,21 @@ def test_autoplay_steps_to_the_last_round_and_stops(tiny_decoder):
     assert seen == list(range(1, n)) and advance(trace, 99) == (n - 1, True) and advance(None, 0) == (0, True)
 
 
+def test_autoplay_keeps_its_rate_when_redraws_are_slow(tiny_decoder):
+    from dominotree.config import DecodeConfig, TreeConfig
+    from ui.round_view import autoplay_step
+    trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="ddtree", max_new_tokens=40, tree=TreeConfig(budget=8)))
+    play = {"t0": 100.0, "r0": 0, "speed": 4.0}
+    assert autoplay_step(trace, 0, play, 4, 100.1)[0] is None          # not due yet: nothing redrawn
+    assert autoplay_step(trace, 0, play, 4, 100.25)[0] == 1
+    nxt, at_end, _ = autoplay_step(trace, 1, play, 4, 101.0)           # a slow redraw: skip to the round due
+    assert nxt == 4 and not at_end
+    nxt, at_end, _ = autoplay_step(trace, 4, play, 4, 1000.0)
+    assert nxt == len(trace.rounds) - 1 and at_end
+    nxt, _, play2 = autoplay_step(trace, 4, play, 2, 200.0)            # a new speed counts from the round shown
+    assert nxt == 5 and play2["speed"] == 2 and play2["r0"] == 4
+
+
 def test_import_error_messages_escape_file_content(app, client, tmp_path):
     p = tmp_path / "evil.json"
     p.write_text(json.dumps({"schema": "dominotree.trace", "version": 1, "<img src=x onerror=alert(1)>": 1}))

@@ -16,7 +16,7 @@ from . import backend as be
 from .controls import check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
 from .panes import render_panes
-from .round_view import advance, pick, render_round, render_whatif
+from .round_view import autoplay_step, pick, render_round, render_whatif
 from .summary import render_summary, render_timing
 
 log = logging.getLogger("dominotree.explorer")
@@ -240,23 +240,26 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         return [*render_round(traces, focus, idx, show), *render_timing(traces, focus),
                 *quick_exports(traces, focus, idx, show, request)]
 
-    def toggle_play(is_playing, traces, focus, idx):
+    def toggle_play(is_playing, traces, focus, idx, speed):
         trace = pick(traces, focus)
         if is_playing or trace is None or not trace.rounds:
             return gr.Timer(active=False), gr.Button("▶ Play"), False, gr.skip()
-        start = 0 if int(idx or 0) >= len(trace.rounds) - 1 else gr.skip()   # replay from the start
-        return gr.Timer(active=True), gr.Button("⏸ Pause"), True, start
+        r0 = 0 if int(idx or 0) >= len(trace.rounds) - 1 else int(idx or 0)   # replay from the start
+        play = {"t0": time.monotonic(), "r0": r0, "speed": max(float(speed or 1), 0.05)}
+        return gr.Timer(active=True), gr.Button("⏸ Pause"), play, r0 if r0 != int(idx or 0) else gr.skip()
 
-    def tick(traces, focus, idx, show, is_playing, request: gr.Request):
+    def tick(traces, focus, idx, show, play, speed, request: gr.Request):
         trace = pick(traces, focus)
-        if not is_playing or trace is None:
+        if not play or trace is None:
             return [gr.Timer(active=False), gr.Button("▶ Play"), False, *[gr.skip()] * (len(round_out) + 4)]
-        nxt, at_end = advance(trace, idx)
-        head = [gr.Timer(active=False), gr.Button("▶ Play"), False] if at_end else [gr.skip()] * 3
+        nxt, at_end, play = autoplay_step(trace, idx, play, speed, time.monotonic())
+        head = [gr.Timer(active=False), gr.Button("▶ Play"), False] if at_end else [gr.skip(), gr.skip(), play]
+        if nxt is None:
+            return [*head, *[gr.skip()] * (len(round_out) + 4)]
         return [*head, *render_round(traces, focus, nxt, show), *quick_exports(traces, focus, nxt, show, request)]
 
-    def set_speed(speed):
-        return gr.Timer(value=1.0 / max(float(speed or 1), 0.05))
+    def set_speed(speed):      # the timer ticks twice per round: a late tick does not slow the rate
+        return gr.Timer(value=0.5 / max(float(speed or 1), 0.05))
 
     # --- export / import ---------------------------------------------------------------------------
     def exports(traces, focus, idx, show, is_playing, request: gr.Request):
@@ -335,10 +338,10 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                      [*round_out, c["timing"], c["builder"], *quick_out],
                      api_visibility="undocumented", trigger_mode="always_last", concurrency_id="render",
                      concurrency_limit=4, show_progress="hidden").then(**export_args)
-    c["play"].click(toggle_play, [playing, traces_state, c["focus"], c["round"]],
+    c["play"].click(toggle_play, [playing, traces_state, c["focus"], c["round"], c["speed"]],
                     [c["timer"], c["play"], playing, c["round"]], api_visibility="private",
                     show_progress="hidden").then(**export_args)
-    c["timer"].tick(tick, [*view_state, playing], [c["timer"], c["play"], playing, *round_out, *quick_out],
+    c["timer"].tick(tick, [*view_state, playing, c["speed"]], [c["timer"], c["play"], playing, *round_out, *quick_out],
                     api_visibility="private", trigger_mode="always_last", concurrency_id="render",
                     concurrency_limit=4, show_progress="hidden").then(**export_args)
     c["speed"].change(set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)

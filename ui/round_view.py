@@ -98,6 +98,22 @@ def advance(trace: DecodeTrace | None, idx) -> tuple[int, bool]:
     return nxt, nxt >= len(trace.rounds) - 1
 
 
+def autoplay_step(trace: DecodeTrace | None, idx, play: dict, speed, now: float):
+    """Autoplay on the clock: the round due ``now`` at ``speed`` rounds/s since play started
+    (``play`` = {"t0", "r0", "speed"}), so a slow redraw skips rounds instead of slowing the
+    rate. Returns (round to show or None when none is due yet, at the end, play state)."""
+    if trace is None or not trace.rounds:
+        return None, True, play
+    speed = max(float(speed or 1), 0.05)
+    cur, last = clamp_round(trace, idx), len(trace.rounds) - 1
+    if play.get("speed") != speed:               # speed changed: count from here
+        play = {"t0": now - 1.0 / speed, "r0": cur, "speed": speed}
+    due = min(int(play["r0"] + (now - play["t0"]) * speed + 1e-6), last)
+    if due <= cur:
+        return None, cur >= last, play
+    return due, due >= last, play
+
+
 EMPTY_CAPTION = ('<div class="dt-captions" aria-live="polite">Run a prompt (or import a trace) to see its '
                  'rounds here. Each round has four stages: <b>draft</b>, <b>build</b>, <b>verify</b>, '
                  '<b>commit</b>.</div>')
@@ -131,7 +147,7 @@ def build_round_view() -> dict:
         with gr.Column(scale=2, min_width=200):
             speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed")
             play = gr.Button("▶ Play", elem_id="play", size="sm")
-    timer = gr.Timer(1.0, active=False)
+    timer = gr.Timer(0.5, active=False)
     captions = gr.HTML(EMPTY_CAPTION, label="Captions", show_label=False, elem_id="captions")
     tree = gr.Plot(label="Draft tree", elem_id="tree")
     gr.Markdown("Hover a node for its token, depth, conditional vs marginal log-prob, Top-M rank and children "
