@@ -61,6 +61,11 @@ def open_model(page) -> None:
         page.get_by_text("Model", exact=True).click()
 
 
+def pick_preset(page, name: str) -> None:
+    page.click("#preset input")
+    page.get_by_role("option", name=name, exact=True).click()
+
+
 MISTAKES = {
     "empty prompt": (lambda pg: pg.fill("#prompt textarea", ""), lambda pg: pg.fill("#prompt textarea", PROMPT),
                      "The prompt is empty"),
@@ -91,13 +96,11 @@ def test_every_mistake_recovers(app, browser, tmp_path):
         undo(page)
     # a model that fails to load
     open_model(page)
-    page.locator("#preset input").fill("custom folders")
-    page.locator("#preset input").press("Enter")
+    pick_preset(page, "custom folders")
     page.fill("#target textarea, #target input", str(tmp_path / "no-such-model"))
     page.click("#run")
     assert_recovered(page, "Could not load the model", shown)
-    page.locator("#preset input").fill("random-tiny")
-    page.locator("#preset input").press("Enter")
+    pick_preset(page, "random-tiny")
     page.fill("#target textarea, #target input", "")
     # a bad import file: a PNG renamed .json
     bad = tmp_path / "picture.json"
@@ -121,6 +124,7 @@ def test_stop_while_queued(app, browser):
     busy.wait_for_function("() => document.querySelector('#status').innerText.startsWith('Decoding')")
     set_number(queued, "max-new", 8)
     queued.click("#run")
+    queued.wait_for_selector("#run[disabled]")          # Run's click has registered the queued run
     queued.click("#stop")
     queued.wait_for_function("() => /^Stopp/.test(document.querySelector('#status').innerText)")
     busy.click("#stop")

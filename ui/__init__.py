@@ -14,7 +14,7 @@ from dominotree.trace import MAX_TRACE_BYTES
 
 from .backend import Backend
 from .controls import build_controls
-from .events import status_html, wire
+from .events import WATCHDOG_S, status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
 from .round_view import build_round_details, build_round_view, build_topm, build_whatif
@@ -41,7 +41,7 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
     backend = backend or Backend()
     with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
-        c: dict = {"traces": gr.State({}), "playing": gr.State(False)}
+        c: dict = {"traces": gr.State({}), "playing": gr.State(False), "watchdog": gr.Timer(WATCHDOG_S)}
         c["status"] = gr.HTML(status_html(backend.describe()), label="Status", show_label=False, elem_id="status")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):

@@ -202,6 +202,10 @@ class Backend:
                 self.stop_flag(session).clear()
             self._busy.add(session)
 
+    def busy(self, session: str) -> bool:
+        with self._busy_lock:
+            return session in self._busy
+
     def finish_run(self, session: str) -> None:
         with self._busy_lock:
             self._busy.discard(session)

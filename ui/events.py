@@ -24,6 +24,7 @@ log = logging.getLogger("dominotree.explorer")
 MODEL_QUEUE = "model"          # every listener that touches the model shares this queue (limit 1)
 STREAM_INTERVAL = 1.0          # seconds between streamed updates, at least
 MAX_INTERVAL = 3.0             # and at most (the page never waits longer for news of a live run)
+WATCHDOG_S = 3.0               # the page asks this often whether a run it shows as live has ended
 RENDER_SHARE = 0.05            # drawing takes at most this share of the time (it shares the GIL)
 
 
@@ -203,7 +204,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
             elif job.result is not None:
                 traces[cfg.method] = job.result
         if not traces:
-            yield unchanged("Stopped before the first round: nothing decoded.", "done")
+            yield (unchanged("Stopped before the first round: nothing decoded.", "done") if stop.is_set()
+                   else unchanged("Nothing decoded: every method failed (see the warnings)."))
             return
         if choice.dtype != "float32":
             diagnose_ties(decoder, prompt_ids, traces)
@@ -352,6 +354,29 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
           [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",
           trigger_mode="always_last", concurrency_id="render", concurrency_limit=4, show_progress="hidden")
+
+    LIVE = ("Decoding", "Stopping at the next round", "Loading the model")
+    suspects: dict = {}        # session -> when the page was first seen showing a run that had ended
+
+    def watchdog(status, traces, focus, idx, show, request: gr.Request):
+        """The page pulls what a push may have lost: when it still shows a run as live (or
+        "Stopping…") but the session has none, redraw the run's final state from the session."""
+        session = _session(request)
+        if not any(w in str(status or "") for w in LIVE) or backend.busy(session):
+            suspects.pop(session, None)
+            return [gr.skip()] * len(run_out)
+        if time.monotonic() - suspects.setdefault(session, time.monotonic()) < 1.5 * WATCHDOG_S:
+            return [gr.skip()] * len(run_out)      # the final update may still be on its way
+        suspects.pop(session, None)
+        log.warning("page showed a finished run as live; redrawn from the session state")
+        if not traces:
+            return unchanged("Ready (the last run ended without output).", "done")
+        return [*render_all(traces, focus, idx, show, status_html(f"Done · {', '.join(traces)} · "
+                                                                  f"{backend.describe()}", "done")),
+                gr.Button(interactive=True)]
+
+    c["watchdog"].tick(watchdog, [c["status"], *view_state], run_out, api_visibility="private", queue=False,
+                       show_progress="hidden")
 
     def unload(request: gr.Request):
         backend.end_session(_session(request))
