@@ -50,7 +50,7 @@ def main() -> None:
         page.wait_for_selector("#status .dt-status-done", timeout=600_000)
         doc = json.loads(download(page, "export-json", Path(tmp)).read_text())
         rounds = doc["traces"]["dominotree"]["rounds"]
-        best = max(rounds, key=lambda r: len(r["accepted"]))["round"]
+        best = max(rounds, key=lambda r: len(r["accepted"]))["round"] + 1     # the page counts from 1
         page.locator("#focus label", has_text=re.compile(r"^\s*dominotree\s*$")).click()
         page.wait_for_timeout(1500)
         set_number(page, "round", best)

@@ -242,7 +242,7 @@ def test_export_then_import_replays_without_model(app, client, tiny_decoder, tmp
     assert "<script>" not in got["Draft tree"]["plot"]
     # the round endpoint draws any round of the imported trace
     shown = client.predict("dominotree", 2, "conditional", api_name="/show_round")
-    assert "Round 2" in shown[1]
+    assert "Round 2</b> of " in shown[1]
 
 
 def test_import_of_different_prompts_says_so(app, client, tiny_decoder, tmp_path):
@@ -258,26 +258,26 @@ def test_autoplay_steps_to_the_last_round_and_stops(tiny_decoder):
     from ui.round_view import advance
     trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="ddtree", max_new_tokens=4, tree=TreeConfig(budget=8)))
     n = len(trace.rounds)
-    seen, idx, at_end = [], 0, False
+    seen, k, at_end = [], 1, False                     # rounds are numbered from 1 on the page
     while not at_end:
-        idx, at_end = advance(trace, idx)
-        seen.append(idx)
-    assert seen == list(range(1, n)) and advance(trace, 99) == (n - 1, True) and advance(None, 0) == (0, True)
+        k, at_end = advance(trace, k)
+        seen.append(k)
+    assert seen == list(range(2, n + 1)) and advance(trace, 99) == (n, True) and advance(None, 0) == (1, True)
 
 
 def test_autoplay_keeps_its_rate_when_redraws_are_slow(tiny_decoder):
     from dominotree.config import DecodeConfig, TreeConfig
     from ui.round_view import autoplay_step
     trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="ddtree", max_new_tokens=40, tree=TreeConfig(budget=8)))
-    play = {"t0": 100.0, "r0": 0, "speed": 4.0}
-    assert autoplay_step(trace, 0, play, 4, 100.1)[0] is None          # not due yet: nothing redrawn
-    assert autoplay_step(trace, 0, play, 4, 100.25)[0] == 1
-    nxt, at_end, _ = autoplay_step(trace, 1, play, 4, 101.0)           # a slow redraw: skip to the round due
-    assert nxt == 4 and not at_end
-    nxt, at_end, _ = autoplay_step(trace, 4, play, 4, 1000.0)
-    assert nxt == len(trace.rounds) - 1 and at_end
-    nxt, _, play2 = autoplay_step(trace, 4, play, 2, 200.0)            # a new speed counts from the round shown
-    assert nxt == 5 and play2["speed"] == 2 and play2["r0"] == 4
+    play = {"t0": 100.0, "r0": 1, "speed": 4.0}
+    assert autoplay_step(trace, 1, play, 4, 100.1)[0] is None          # not due yet: nothing redrawn
+    assert autoplay_step(trace, 1, play, 4, 100.25)[0] == 2
+    nxt, at_end, _ = autoplay_step(trace, 2, play, 4, 101.0)           # a slow redraw: skip to the round due
+    assert nxt == 5 and not at_end
+    nxt, at_end, _ = autoplay_step(trace, 5, play, 4, 1000.0)
+    assert nxt == len(trace.rounds) and at_end
+    nxt, _, play2 = autoplay_step(trace, 5, play, 2, 200.0)            # a new speed counts from the round shown
+    assert nxt == 6 and play2["speed"] == 2 and play2["r0"] == 5
 
 
 def test_import_error_messages_escape_file_content(app, client, tmp_path):

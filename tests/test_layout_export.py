@@ -432,7 +432,7 @@ def test_provenance_html():
     assert "&quot;quotes&quot;" in out and "a&amp;b" not in out             # a&b never committed
     assert out.count('class="dt-tok dt-draft"') == 3 + 2 + 1                # + legend swatch
     assert out.count('class="dt-tok dt-bonus"') == 2 + 1                     # + legend swatch
-    assert 'title="round 0 · accepted draft token at depth 1 · token 8"' in out
+    assert 'title="round 1 · accepted draft token at depth 1 · token 8"' in out
     assert out.count('class="dt-tok dt-prefill"') == 1 + 1                   # + legend swatch
     assert "\x00" not in out
     # a trace whose rounds do not cover its tokens marks the rest as unknown

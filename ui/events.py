@@ -183,7 +183,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                     msg = f"Decoding {cfg.method} ({k + 1}/{len(cfgs)}) · round {len(snap.rounds)} · " \
                           f"{len(snap.token_ids)}/{max_new} tokens" \
                           + (f" · no new round for {silent:.0f} s" if silent >= 5 else "")
-                    out = render_all(traces, cfg.method, len(snap.rounds) - 1, show, status_html(msg),
+                    out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
                     if first:          # the old run's side views go with the new run's first update
                         out[everything.index(c["mvc"])] = out[everything.index(c["topm"])] = None
@@ -214,7 +214,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         word = "Stopped" if stop.is_set() else "Done"
         msg = f"{word} · {', '.join(traces)} · {backend.describe()}"
         backend.finish_run(session)         # from here Stop has nothing left to stop
-        yield [*render_all(traces, last, n - 1, show, status_html(msg, "done")), gr.Button(interactive=True)]
+        yield [*render_all(traces, last, n, show, status_html(msg, "done")), gr.Button(interactive=True)]
 
     def stop(request: gr.Request):
         if backend.request_stop(_session(request)):
@@ -238,7 +238,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def show_focus(traces, focus, show, request: gr.Request):
         trace = pick(traces, focus)
-        idx = len(trace.rounds) - 1 if trace is not None else 0
+        idx = len(trace.rounds) if trace is not None else 1
         return [*render_round(traces, focus, idx, show), *render_timing(traces, focus),
                 *quick_exports(traces, focus, idx, show, request)]
 
@@ -246,9 +246,10 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         trace = pick(traces, focus)
         if is_playing or trace is None or not trace.rounds:
             return gr.Timer(active=False), gr.Button("▶ Play"), False, gr.skip()
-        r0 = 0 if int(idx or 0) >= len(trace.rounds) - 1 else int(idx or 0)   # replay from the start
+        k = int(idx or 1)
+        r0 = 1 if k >= len(trace.rounds) else k          # at the last round: replay from the first
         play = {"t0": time.monotonic(), "r0": r0, "speed": max(float(speed or 1), 0.05)}
-        return gr.Timer(active=True), gr.Button("⏸ Pause"), play, r0 if r0 != int(idx or 0) else gr.skip()
+        return gr.Timer(active=True), gr.Button("⏸ Pause"), play, r0 if r0 != k else gr.skip()
 
     def tick(traces, focus, idx, show, play, speed, request: gr.Request):
         trace = pick(traces, focus)
@@ -303,7 +304,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         n = len(traces[last].rounds)
         msg = replay_message(traces, meta)
         off = [gr.update(interactive=False)] * len(exports_out)     # re-made by ``exports`` next
-        return [*render_all(traces, last, n - 1, show, status_html(msg, "done")), *off]
+        return [*render_all(traces, last, n, show, status_html(msg, "done")), *off]
 
     # --- listeners ---------------------------------------------------------------------------------
     run_inputs = [c[k] for k in ("prompt", "methods", "temperature", "seed", "budget", "topm_m", "topk", "max_new",

@@ -44,7 +44,7 @@ def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str,
         return [None] * len(ROUND_FORMATS)
     rt = trace.rounds[clamp_round(trace, idx)]
     show = show if show in SHOWS else "conditional"
-    stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round}-{show}"
+    stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round + 1}-{show}"
     svg = export.round_svg(rt, trace.token_text, show=show)
     out = {"svg": svg.encode("utf-8")}
     if "tikz" in formats:

@@ -73,7 +73,7 @@ def captions_html(trace: DecodeTrace, rt: RoundTrace) -> str:
     items = "".join(f'<li class="dt-stage dt-stage-{key}"><b>{name}</b> '
                     f'<span class="dt-ms">{float(ms.get(key, 0.0)):.1f} ms</span><br>{text}</li>'
                     for name, key, text in rows)
-    head = (f"<b>Round {html.escape(str(rt.round))}</b> of {len(trace.rounds)} · {html.escape(trace.method)} · "
+    head = (f"<b>Round {rt.round + 1}</b> of {len(trace.rounds)} · {html.escape(trace.method)} · "
             f"position {html.escape(str(rt.start))} · τ this round = {rt.accept_len}")
     return f'<div class="dt-captions" aria-live="polite"><div>{head}</div><ol>{items}</ol></div>'
 
@@ -84,18 +84,19 @@ def pick(traces: dict, focus: str | None) -> DecodeTrace | None:
     return traces.get(focus) or traces[list(traces)[-1]]
 
 
-def clamp_round(trace: DecodeTrace | None, idx) -> int:
+def clamp_round(trace: DecodeTrace | None, k) -> int:
+    """The index into ``trace.rounds`` of round number ``k`` (the page counts rounds from 1)."""
     if trace is None or not trace.rounds:
         return 0
-    return max(0, min(int(idx or 0), len(trace.rounds) - 1))
+    return max(0, min(int(k or 1) - 1, len(trace.rounds) - 1))
 
 
 def advance(trace: DecodeTrace | None, idx) -> tuple[int, bool]:
     """Autoplay step: the next round to show and whether it is the last one (play stops there)."""
     if trace is None or not trace.rounds:
-        return 0, True
-    nxt = min(clamp_round(trace, idx) + 1, len(trace.rounds) - 1)
-    return nxt, nxt >= len(trace.rounds) - 1
+        return 1, True
+    nxt = min(clamp_round(trace, idx) + 2, len(trace.rounds))
+    return nxt, nxt >= len(trace.rounds)
 
 
 def autoplay_step(trace: DecodeTrace | None, idx, play: dict, speed, now: float):
@@ -105,7 +106,7 @@ def autoplay_step(trace: DecodeTrace | None, idx, play: dict, speed, now: float)
     if trace is None or not trace.rounds:
         return None, True, play
     speed = max(float(speed or 1), 0.05)
-    cur, last = clamp_round(trace, idx), len(trace.rounds) - 1
+    cur, last = clamp_round(trace, idx) + 1, len(trace.rounds)
     if play.get("speed") != speed:               # speed changed: count from here
         play = {"t0": now - 1.0 / speed, "r0": cur, "speed": speed}
     due = min(int(play["r0"] + (now - play["t0"]) * speed + 1e-6), last)
@@ -124,11 +125,11 @@ def render_round(traces: dict, focus: str | None, idx, show: str, light: bool = 
     the two secondary views so rendering never holds up the decoder for long."""
     trace = pick(traces, focus)
     if trace is None or not trace.rounds:
-        return [gr.Slider(minimum=0, maximum=1, value=0, label="Round"), EMPTY_CAPTION, None, None, None]
+        return [gr.Slider(minimum=1, maximum=2, value=1, label="Round"), EMPTY_CAPTION, None, None, None]
     i = clamp_round(trace, idx)
     rt = trace.rounds[i]
     show = show if show in SHOWS else "conditional"
-    slider = gr.Slider(minimum=0, maximum=max(len(trace.rounds) - 1, 1), value=i, step=1,
+    slider = gr.Slider(minimum=1, maximum=max(len(trace.rounds), 2), value=i + 1, step=1,
                        label=f"Round ({len(trace.rounds)} rounds · {trace.method})")
     tree = figures.tree_figure(rt, trace.token_text, show=show)
     if light:
@@ -143,7 +144,7 @@ def build_round_view() -> dict:
         focus = gr.Radio([], label="Inspect run", elem_id="focus", scale=3)
         show = gr.Radio(list(SHOWS), value="conditional", label="Colour tree nodes by", elem_id="colour-by", scale=2)
     with gr.Row(equal_height=False):
-        round_ = gr.Slider(0, 1, value=0, step=1, label="Round", elem_id="round", scale=5)
+        round_ = gr.Slider(1, 2, value=1, step=1, label="Round", elem_id="round", scale=5)
         with gr.Column(scale=2, min_width=200):
             speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed")
             play = gr.Button("▶ Play", elem_id="play", size="sm")
