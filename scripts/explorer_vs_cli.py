@@ -42,9 +42,9 @@ def explorer_run(page, a) -> dict:
     page.wait_for_selector("#status .dt-status-done", timeout=600_000)
     out = {}
     for k in range(len(METHODS)):
-        head = page.inner_text(f"#pane-{k}-head")
-        name = head.split()[0]
-        out[name] = float(re.search(r"([\d.]+) tok/s", head).group(1))
+        name = page.inner_text(f"#pane-{k}-head .dt-pane-head > b")
+        stats = page.inner_text(f"#pane-{k}-head .dt-stats")
+        out[name] = float(re.search(r"([\d.]+) tok/s", stats).group(1))
     page.wait_for_selector("#run:not([disabled])")
     return out
 

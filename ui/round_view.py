@@ -11,6 +11,8 @@ from dominotree import figures
 from dominotree.layout import token_label
 from dominotree.trace import DecodeTrace, RoundTrace, counterfactual_accept
 
+from .controls import lenient
+
 SHOWS = ("conditional", "marginal")
 
 METHOD_NOTES = {
@@ -144,7 +146,8 @@ def build_round_view() -> dict:
         focus = gr.Radio([], label="Inspect run", elem_id="focus", scale=3)
         show = gr.Radio(list(SHOWS), value="conditional", label="Colour tree nodes by", elem_id="colour-by", scale=2)
     with gr.Row(equal_height=False):
-        round_ = gr.Slider(1, 2, value=1, step=1, label="Round", elem_id="round", scale=5)
+        # its range follows the run on screen; every handler clamps, so no bounds check here
+        round_ = lenient(gr.Slider(1, 2, value=1, step=1, label="Round", elem_id="round", scale=5))
         with gr.Column(scale=2, min_width=200):
             speed = gr.Slider(0.25, 4, value=1, step=0.25, label="Autoplay speed (rounds/s)", elem_id="speed")
             play = gr.Button("▶ Play", elem_id="play", size="sm")
@@ -196,9 +199,9 @@ def render_whatif(traces: dict, focus: str | None, idx, show: str, budget) -> li
 
 def build_whatif() -> dict:
     with gr.Accordion("What would a smaller budget have accepted?", open=False, elem_id="whatif"):
-        budget = gr.Slider(1, 256, value=8, step=1, label="Budget b (a best-first tree of budget b is the first b "
+        budget = lenient(gr.Slider(1, 256, value=8, step=1, label="Budget b (a best-first tree of budget b is the first b "
                                                           "nodes of this round's tree in pop order)",
-                           elem_id="whatif-budget")
+                           elem_id="whatif-budget"))
         caption = gr.HTML("", label="What-if", show_label=False, elem_id="whatif-caption")
         tree = gr.Plot(label="The budget-b sub-tree and its accepted path", elem_id="whatif-tree")
     return dict(whatif_budget=budget, whatif_caption=caption, whatif_tree=tree)
