@@ -33,9 +33,14 @@ def rss_mib() -> float:
 
 def wait_status(page, pattern: str, old: str = "", timeout=300_000) -> str:
     """The status once it matches ``pattern`` and differs from ``old`` (the one before the click)."""
-    page.wait_for_function("([p, old]) => { const t = document.querySelector('#status').innerText;"
-                           " return t !== old && new RegExp(p).test(t); }", arg=[pattern, old], timeout=timeout)
-    return page.inner_text("#status")
+    page.wait_for_function("([p, old]) => { const e = document.querySelector('#status .dt-status');"
+                           " const t = e ? e.innerText : ''; return t !== old && new RegExp(p).test(t); }",
+                           arg=[pattern, old], timeout=timeout)
+    return status(page)
+
+
+def status(page) -> str:
+    return page.inner_text("#status .dt-status")
 
 
 def main() -> None:
@@ -75,7 +80,7 @@ def main() -> None:
             before = []
             for pg in pages:
                 pg.wait_for_selector("#run:not([disabled])")
-                before.append(pg.inner_text("#status"))
+                before.append(status(pg))
                 pg.click("#run")
             if j == 2:                                 # stop each at its first streamed round
                 for s, pg in enumerate(pages):
@@ -98,8 +103,9 @@ def main() -> None:
                 if j == 2:
                     if not st.startswith("Stopped"):
                         problems.append(f"session {s}: Stop did not stop comparison 3 ({st[:60]})")
-                elif list(doc["traces"]) != list(METHODS) or any(v != a.max_new for v in tokens.values()):
-                    problems.append(f"session {s} comparison {j + 1}: incomplete {tokens}")
+                elif list(doc["traces"]) != list(METHODS) or any(v not in ("eos", "max_new_tokens")
+                                                                 for v in stopped.values()):
+                    problems.append(f"session {s} comparison {j + 1}: incomplete {stopped}")
                 if j == 1:
                     saved[s] = path
             if j == 0:

@@ -376,8 +376,10 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                                                                   f"{backend.describe()}", "done")),
                 gr.Button(interactive=True)]
 
+    # raw inputs (preprocess=False): a queue-less event checks the round against the slider's
+    # initial range, not the one the run on screen set; ``clamp_round`` bounds it instead
     c["watchdog"].tick(watchdog, [c["status"], *view_state], run_out, api_visibility="private", queue=False,
-                       show_progress="hidden")
+                       preprocess=False, show_progress="hidden")
 
     def unload(request: gr.Request):
         backend.end_session(_session(request))
