@@ -404,7 +404,7 @@ def test_timing_and_builder_figures():
     assert bars["draft"] == [1, 1.0, 1.0] and bars["commit"] == [4, 0.5, 0.5]
     bf = figures.builder_figure(tr)
     assert list(trace_named(bf, "python")[0].y) == [5.0, 4.0] and list(trace_named(bf, "graph")[0].y) == [1.0, 2.0]
-    assert list(trace_named(bf, "trees differ")[0].x) == [2]
+    assert list(trace_named(bf, "trees differ")[0].x) == [3]          # rounds are numbered from 1
     assert "1/2 A/B rounds built identical trees" in bf.layout.title.text
     solo = figures.builder_figure(make_trace([chain_round(), bushy_round(rnd=1)]))
     assert "builder only" in solo.layout.title.text and len(solo.data) == 1
