@@ -38,12 +38,19 @@ def tick(page, method: str) -> None:
     page.locator("#methods label", has_text=re.compile(rf"^\s*{method}\s*$")).click()
 
 
+def status(page) -> str:
+    return page.inner_text("#status .dt-status")
+
+
 def run_to_end(page) -> str:
+    """Press Run and wait for this run's final status (not the one left by the last run)."""
     page.wait_for_selector("#run:not([disabled])")
+    old = status(page)
     page.click("#run")
-    page.wait_for_function("() => /^(Done|Stopped)/.test(document.querySelector('#status').innerText)",
-                           timeout=120_000)
-    return page.inner_text("#status")
+    page.wait_for_function("old => { const e = document.querySelector('#status .dt-status');"
+                           " return e && e.innerText !== old && /^(Done|Stopped)/.test(e.innerText); }",
+                           arg=old, timeout=120_000)
+    return status(page)
 
 
 def assert_recovered(page, message: str, shown: str) -> None:
