@@ -17,7 +17,7 @@ from .controls import check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
 from .panes import render_panes
 from .round_view import autoplay_step, pick, render_round, render_whatif
-from .summary import render_summary, render_timing
+from .summary import empty_table, render_summary, render_timing
 
 log = logging.getLogger("dominotree.explorer")
 
@@ -185,8 +185,10 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                           + (f" · no new round for {silent:.0f} s" if silent >= 5 else "")
                     out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
-                    if first:          # the old run's side views go with the new run's first update
-                        out[everything.index(c["mvc"])] = out[everything.index(c["topm"])] = None
+                    if first:          # the old run's figures go with the new run's first update
+                        for key in ("tree", "mvc", "topm", "hist", "depth", "timing", "builder"):
+                            out[everything.index(c[key])] = None
+                        out[everything.index(c["table"])] = empty_table()
                         first = False
                     yield [*out, gr.skip()]
                     # Gradio serializes and sends the update before resuming us: that counts too
