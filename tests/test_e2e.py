@@ -5,7 +5,7 @@ download: ``executable_path=/usr/bin/chromium``). Run:
 Opens the page, runs a prompt on the random-tiny pair, finds the tree with its accepted path,
 scrubs rounds, plays a few rounds, exports SVG and JSON, re-imports the JSON, and checks that the
 browser fetched nothing from outside this machine. Set ``DOMINOTREE_SCREENSHOT=path.png`` to
-keep a screenshot of the finished run (that is how assets/screenshot.png is made).
+keep a screenshot of the finished run (the README pictures come from scripts/screenshot.py).
 """
 from __future__ import annotations
 

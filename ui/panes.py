@@ -30,7 +30,8 @@ def header_html(name: str, trace: DecodeTrace | None, ar: DecodeTrace | None, ru
         return f'<div class="dt-pane-head"><b>{html.escape(name)}</b> · waiting…</div>'
     bits = [f"{len(trace.rounds)} rounds", f"{len(trace.token_ids)} tokens", f"τ = {trace.tau:.2f}",
             f"{trace.tokens_per_s:.1f} tok/s"]
-    state = "decoding…" if running else (f"stopped: {html.escape(trace.stopped)}" if trace.stopped else "")
+    quiet = ("", "max_new_tokens")          # the usual end needs no word
+    state = "decoding…" if running else ("" if trace.stopped in quiet else f"stopped: {html.escape(trace.stopped)}")
     badge = ' <span class="dt-fastest" title="highest tokens/s of this comparison">fastest</span>' if fastest else ""
     return (f'<div class="dt-pane-head"><b>{html.escape(name)}</b>{badge}'
             + (f' <span class="dt-state">{state}</span>' if state else "")
