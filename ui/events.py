@@ -168,7 +168,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
             except ConfigError as e:            # e.g. this pair has no drafter for the method
                 raise ConfigError(f"{cfg.method}: {e}") from None
         traces: dict = {}
-        first = True
+        first, started = True, time.perf_counter()
         interval = [STREAM_INTERVAL]     # grows when drawing is slow, so drawing never starves decoding
         for k, cfg in enumerate(cfgs):
             if stop.is_set():
@@ -214,7 +214,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         last = list(traces)[-1]
         n = len(traces[last].rounds)
         word = "Stopped" if stop.is_set() else "Done"
-        msg = f"{word} · {', '.join(traces)} · {backend.describe()}"
+        msg = f"{word} · {', '.join(traces)} in {time.perf_counter() - started:.1f} s · {backend.describe()}"
         backend.finish_run(session)         # from here Stop has nothing left to stop
         yield [*render_all(traces, last, n, show, status_html(msg, "done")), gr.Button(interactive=True)]
 
