@@ -354,3 +354,21 @@ def test_classroom_server_locks_model_controls(monkeypatch, tiny_decoder):
         assert any(isinstance(o, str) and "Done" in o for o in out)
     finally:
         demo.close()
+
+
+def test_pane_marks_an_output_that_differs_from_ar(tiny_decoder):
+    """In bf16 a pane whose text differs from ar's gets the near-tie diagnosis at the first
+    differing token (here forced by editing one token of a float32 run)."""
+    from dominotree.config import DecodeConfig
+    from ui.events import diagnose_ties, tie_html
+    from ui.panes import render_panes
+    ar = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=6))
+    other = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=6))
+    other.token_ids[3] = (other.token_ids[3] + 1) % 100
+    traces = {"ar": ar, "dominotree": other}
+    diagnose_ties(tiny_decoder, tiny_decoder.encode_prompt(PROMPT), traces)
+    assert "vs_ar" not in ar.config and other.config["vs_ar"]["token"] == 3
+    note = tie_html(other)
+    assert "differs from ar from token 4" in note and "logits apart" in note
+    heads = render_panes(traces, notes={k: tie_html(t) for k, t in traces.items()})
+    assert "dt-tie" in heads[4] and "dt-tie" not in heads[1]
