@@ -66,6 +66,7 @@ def main() -> None:
     backend = Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu"))
     demo, url = ui.serve_locally(backend)
     runs = {"explorer": [], "cli": [], "bench": []}
+    stages = {"explorer": [], "bench": []}          # mean ms per round of each stage
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
         page = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
@@ -79,12 +80,23 @@ def main() -> None:
         from dominotree.config import DecodeConfig, TreeConfig
         from dominotree.decode import Decoder
         bench = Decoder(backend.decoder().pair, annotate=False)   # the bench's definition
+        import dominotree.live as lv
+        explorer_generate, seen = lv.generate, []
+
+        def recorded(*args, **kw):           # the page's own traces: where their time went
+            t = explorer_generate(*args, **kw)
+            seen.append(t)
+            return t
+        lv.generate = recorded
         for r in range(a.reps):
             runs["explorer"].append(explorer_run(page, a))
+            stages["explorer"].append({t.method: t.stage_ms() for t in seen[-len(METHODS):]})
             runs["cli"].append({m: cli_run(a, m)["tokens_per_s"] for m in METHODS})
-            runs["bench"].append({m: bench.generate(a.prompt, DecodeConfig(
-                method=m, max_new_tokens=a.max_new, tree=TreeConfig(budget=16, corr_topm=64, node_topk=8))).tokens_per_s
-                for m in METHODS})
+            traces = {m: bench.generate(a.prompt, DecodeConfig(
+                method=m, max_new_tokens=a.max_new, tree=TreeConfig(budget=16, corr_topm=64, node_topk=8)))
+                for m in METHODS}
+            runs["bench"].append({m: t.tokens_per_s for m, t in traces.items()})
+            stages["bench"].append({m: t.stage_ms() for m, t in traces.items()})
             print(f"repeat {r + 1}: " + "; ".join(f"{k} {v[-1]}" for k, v in runs.items()), flush=True)
         browser.close()
     demo.close()
@@ -97,7 +109,11 @@ def main() -> None:
               "host": platform.node(), "seconds": round(time.time() - t0, 1),
               "median_tokens_per_s": tps, "median_ratio_vs_ar": ratios, "explorer_ratio_vs_cli_ratio_minus_1": gap,
               "explorer_ratio_vs_bench_ratio_minus_1": gap_bench,
-              "within_10_percent": all(abs(g) <= 0.10 for g in gap.values()), "runs": runs}
+              "within_10_percent": all(abs(g) <= 0.10 for g in gap.values()),
+              "median_stage_ms_per_round": {src: {m: {st: round(statistics.median(x[m][st] for x in v), 2)
+                                                      for st in v[0][m]} for m in METHODS}
+                                            for src, v in stages.items()},
+              "runs": runs}
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     for m in METHODS[1:]:
         print(f"{m}: explorer {ratios['explorer'][m]:.3f}x ar, cli {ratios['cli'][m]:.3f}x ar "
