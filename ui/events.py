@@ -274,11 +274,15 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         folder = backend.session_dir(_session(request))
         key = (_session(request), tuple((k, id(t), len(t.rounds), t.stopped) for k, t in (traces or {}).items()))
         try:
-            paths = write_round(folder, traces, focus, idx, show)
-            if key not in json_cache:
-                if len(json_cache) > 64:
-                    json_cache.clear()
-                json_cache[key] = write_comparison(folder, traces)
+            # PDF/PNG rendering and the comparison JSON take a second of CPU: never while a model
+            # job runs (measured: a comparison started right after another ran `ar` at 1.8 tok/s
+            # instead of 10 while these were written), so wait for the model lock
+            with backend.model_lock:
+                paths = write_round(folder, traces, focus, idx, show)
+                if key not in json_cache:
+                    if len(json_cache) > 64:
+                        json_cache.clear()
+                    json_cache[key] = write_comparison(folder, traces)
         except FileNotFoundError:          # the session ended (tab closed) while writing
             return [gr.skip()] * len(exports_out)
         paths.append(json_cache[key])
