@@ -24,11 +24,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                   "when its drafters are installed, else random-tiny)")
     p.add_argument("--target", default=None, help="custom target folder (transformers causal LM)")
     p.add_argument("--drafter", action="append", default=[], help="custom drafter folder (repeatable)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                   help="default: bfloat16 where the CPU has native bf16 (or on CUDA), else float32")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=7860)
+    env = os.environ      # Gradio's own variables; an explicit flag wins over them
+    p.add_argument("--host", default=env.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   help="bind address (default $GRADIO_SERVER_NAME or 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    p.add_argument("--allow-model-switch", action="store_true",
+                   help="off the loopback address, let visitors load other models and folders")
     a = p.parse_args(argv)
+    try:
+        a.port = a.port if a.port is not None else int(env.get("GRADIO_SERVER_PORT", 7860))
+    except ValueError:
+        p.error(f"GRADIO_SERVER_PORT must be a port number, got {env['GRADIO_SERVER_PORT']!r}")
     if a.drafter and not a.target:
         p.error("--drafter needs --target")
     if a.target and a.preset:
@@ -37,11 +46,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def make_backend(a: argparse.Namespace) -> Backend:
+    from dominotree.live import default_dtype
     from dominotree.presets import default_device
     device = a.device or default_device()
+    dtype = a.dtype or default_dtype(device)
+    locked = not (a.allow_model_switch or a.host in ("127.0.0.1", "localhost", "::1"))
     if a.target:
-        return Backend(ModelChoice(target=a.target, drafters=tuple(a.drafter), dtype=a.dtype, device=device))
-    return Backend(ModelChoice(preset=a.preset or default_preset(), dtype=a.dtype, device=device))
+        choice = ModelChoice(target=a.target, drafters=tuple(a.drafter), dtype=dtype, device=device)
+    else:
+        choice = ModelChoice(preset=a.preset or default_preset(), dtype=dtype, device=device)
+    return Backend(choice, locked=locked)
 
 
 if __name__ == "__main__":

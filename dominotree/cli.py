@@ -93,7 +93,7 @@ def cmd_generate(a) -> int:
     if a.trace and not Path(a.trace).resolve().parent.is_dir():
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
     from .decode import Decoder
-    dec = Decoder(pair or load_pair_from_args(a))
+    dec = Decoder(pair or load_pair_from_args(a), annotate=bool(a.trace))    # trace-only extras only for --trace
     trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
     if a.trace:
         trace.to_json(a.trace)

@@ -109,7 +109,7 @@ def round_scene(rt: RoundTrace, token_text: dict | None, show: str = "conditiona
 
 
 def _round_title(rt: RoundTrace) -> str:
-    return (f"Round {rt.round} · {rt.method} · τ = {rt.accept_len} "
+    return (f"Round {rt.round + 1} · {rt.method} · τ = {rt.accept_len} "
             f"({len(rt.accepted) - 1} accepted + bonus) · {rt.tree.num_nodes} nodes")
 
 

@@ -123,7 +123,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                                line=dict(color=[ACCEPT_COLOR if nd.accepted else "#444444" for nd in rows],
                                          width=[3 if nd.accepted else 0.6 for nd in rows])),
                    text=[_esc(token_label(nd.token, token_text, label_len)) for nd in rows],
-                   textposition="middle right", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
+                   textposition="top center", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
                    hovertext=[_hover(rt, tree, nd, token_text, menus, kids) for nd in rows],
                    hoverinfo="text", customdata=[nd.row for nd in rows]),
     ]
@@ -137,7 +137,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                        showlegend=showlegend,
                        marker=dict(size=15, color="#ffffff", symbol="diamond",
                                    line=dict(color=ACCEPT_COLOR, width=2.5)),
-                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="middle right",
+                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="top center",
                        textfont=dict(size=11, family="DejaVu Sans Mono, monospace", color=ACCEPT_COLOR),
                        hovertext=[_hover(rt, tree, b, token_text, menus, kids)], hoverinfo="text"),
         ]
@@ -168,7 +168,7 @@ def tree_figure(rt: RoundTrace, token_text: dict | None, show: str = "conditiona
     fig.add_trace(_colorbar_trace(f"{show}<br>log-prob", vmin, vmax))
     max_depth = max(nd.depth for nd in scene)
     fig.update_layout(
-        title=dict(text=_esc(f"Round {rt.round} · {rt.method} · τ = {rt.accept_len} "
+        title=dict(text=_esc(f"Round {rt.round + 1} · {rt.method} · τ = {rt.accept_len} "
                              f"({len(rt.accepted) - 1} accepted + bonus) · {rt.tree.num_nodes} nodes")
                    + f"<br><sup>colour: {show} score (cumulative log-prob, clipped to [{vmin:g}, {vmax:g}])</sup>"),
         template="plotly_white", font=_FONT, height=_tree_height(scene), hovermode="closest",
@@ -203,7 +203,7 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
     would have accepted the tokens this round committed (a counterfactual)."""
     if rt.marginal_tree is None:
         fig = tree_figure(rt, token_text, vmin=vmin, vmax=vmax)
-        fig.update_layout(title=dict(text=f"Round {rt.round}: no marginal tree was recorded for this round"))
+        fig.update_layout(title=dict(text=f"Round {rt.round + 1}: no marginal tree was recorded for this round"))
         return fig
     cond, marg = rt.tree, rt.marginal_tree
     n_c, exact_c = counterfactual_accept(cond, rt.committed)
@@ -232,7 +232,7 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
     height = max(_tree_height(scene_c), _tree_height(scene_m))
     committed = len(rt.committed)
     fig.update_layout(
-        title=dict(text=f"Round {rt.round}: conditional vs marginal tree on the same block"
+        title=dict(text=f"Round {rt.round + 1}: conditional vs marginal tree on the same block"
                         f"<br><sup>of the {committed} tokens committed this round, the {_esc(rt.method)} tree "
                         f"accepts {fmt(n_c, exact_c)} and the marginal tree would accept {fmt(n_m, exact_m)}"
                         + ("" if exact_c and exact_m else
@@ -259,7 +259,7 @@ def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
     counts as promoted if any menu promoted it). Nodes and menu children that are not among the
     Top-M are drawn in an extra column right of rank M-1."""
     if not rt.candidates:
-        return _empty(f"Round {rt.round}: no Top-M candidates were recorded for this round ({rt.method})")
+        return _empty(f"Round {rt.round + 1}: no Top-M candidates were recorded for this round ({rt.method})")
     tree = rt.tree
     node_tokens: dict[int, set[int]] = {}
     for i in range(1, len(tree.tokens)):
@@ -310,7 +310,7 @@ def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
                              hoverinfo="text", marker=dict(size=11, color="#000000", symbol="x")))
     depth = len(rt.candidates)
     fig.update_layout(
-        title=dict(text=f"Round {rt.round}: Top-M candidates per depth (M = {m_max})"
+        title=dict(text=f"Round {rt.round + 1}: Top-M candidates per depth (M = {m_max})"
                         "<br><sup>filled = became a node · open = not a node · x = base rank; "
                         "triangles: rank moved by the correction</sup>"),
         template="plotly_white", font=_FONT, height=int(min(max(320, 140 + 28 * depth), 1400)),
@@ -333,7 +333,7 @@ def timing_figure(trace: DecodeTrace) -> go.Figure:
     """Stacked per-round stage times (draft, build, verify, commit) in ms."""
     if not trace.rounds:
         return _empty("No rounds to time")
-    x = [rt.round for rt in trace.rounds]
+    x = [rt.round + 1 for rt in trace.rounds]
     fig = go.Figure([go.Bar(x=x, y=[float(rt.stage_ms.get(s, 0.0)) for rt in trace.rounds], name=s,
                             marker_color=STAGE_COLORS[s]) for s in STAGES])
     mean = trace.stage_ms()
@@ -357,7 +357,7 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
     fig = go.Figure()
     if not ab:
         names = sorted({rt.builder for rt in trace.rounds})
-        fig.add_trace(go.Bar(x=[rt.round for rt in trace.rounds],
+        fig.add_trace(go.Bar(x=[rt.round + 1 for rt in trace.rounds],
                              y=[float(rt.stage_ms.get("build", 0.0)) for rt in trace.rounds],
                              name=", ".join(names), marker_color=STAGE_COLORS["build"]))
         title = (f"Build time per round: {_esc(', '.join(names))} builder only "
@@ -367,16 +367,16 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
         for rt in ab:
             for name, ms in zip(rt.build_ab["builders"], rt.build_ab["ms"]):
                 xs, ys = by_name.setdefault(str(name), ([], []))
-                xs.append(rt.round); ys.append(float(ms))
+                xs.append(rt.round + 1); ys.append(float(ms))
         for k, (name, (xs, ys)) in enumerate(by_name.items()):
             fig.add_trace(go.Bar(x=xs, y=ys, name=_esc(name), marker_color=["#E69F00", "#56B4E9", "#999999"][min(k, 2)]))
         same = [rt for rt in ab if rt.build_ab.get("identical")]
         diff = [rt for rt in ab if not rt.build_ab.get("identical")]
         top = {rt.round: max(float(v) for v in rt.build_ab["ms"]) for rt in ab}
-        fig.add_trace(go.Scatter(x=[rt.round for rt in same], y=[top[rt.round] * 1.08 for rt in same],
+        fig.add_trace(go.Scatter(x=[rt.round + 1 for rt in same], y=[top[rt.round] * 1.08 for rt in same],
                                  mode="markers", name="identical trees",
                                  marker=dict(symbol="circle", size=7, color="#009E73")))
-        fig.add_trace(go.Scatter(x=[rt.round for rt in diff], y=[top[rt.round] * 1.08 for rt in diff],
+        fig.add_trace(go.Scatter(x=[rt.round + 1 for rt in diff], y=[top[rt.round] * 1.08 for rt in diff],
                                  mode="markers", name="trees differ",
                                  marker=dict(symbol="x", size=11, color=ACCEPT_COLOR)))
         names = " vs ".join(_esc(n) for n in by_name)
@@ -389,6 +389,17 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
                       margin=dict(l=50, r=20, t=80, b=40))
     return fig
+
+
+# one colour per method in every chart (Okabe-Ito), whichever methods a comparison holds
+METHOD_COLORS = {"ar": "#999999", "dflash": "#56B4E9", "ddtree": "#E69F00", "caddtree": "#F0E442",
+                 "domino": "#009E73", "dominotree": "#D55E00", "marg": "#0072B2", "condstatic": "#CC79A7",
+                 "condadaptive": "#000000"}
+_BOTTOM_LEGEND = dict(orientation="h", y=-0.22, yanchor="top", x=0, xanchor="left")
+
+
+def method_color(name: str, trace: DecodeTrace | None = None) -> str:
+    return METHOD_COLORS.get(trace.method if trace is not None else name, METHOD_COLORS.get(name, "#666666"))
 
 
 def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
@@ -405,13 +416,13 @@ def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
             counts[rt.accept_len] += 1
         n = len(t.rounds)
         fig.add_trace(go.Bar(x=xs, y=[counts[k] / n for k in xs], name=_esc(f"{name} (τ = {t.tau:.2f})"),
-                             customdata=[counts[k] for k in xs],
+                             customdata=[counts[k] for k in xs], marker_color=method_color(name, t),
                              hovertemplate="%{x} tokens: %{y:.1%} of rounds (%{customdata})<extra></extra>"))
     fig.update_layout(
-        barmode="group", template="plotly_white", font=_FONT, height=340,
+        barmode="group", template="plotly_white", font=_FONT, height=380,
         title=dict(text="Tokens committed per round<br><sup>accepted drafts + the bonus token; τ = the mean</sup>"),
         xaxis=dict(title="tokens committed in the round", dtick=1), yaxis=dict(title="share of rounds", tickformat=".0%"),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+        legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))
     return fig
 
 
@@ -430,15 +441,15 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
         ds = list(range(1, deepest + 1))
         hits = [sum(a >= d for a in drafts) for d in ds]
         fig.add_trace(go.Scatter(x=ds, y=[h / n for h in hits], mode="lines+markers", name=_esc(name),
-                                 customdata=hits, hovertemplate=(
+                                 line=dict(color=method_color(name, t)), customdata=hits, hovertemplate=(
                                      "depth %{x}: %{y:.1%} of rounds (%{customdata}/" + str(n) + ")<extra></extra>")))
     if not fig.data:
         return _empty("No drafted rounds to measure acceptance by depth")
     fig.update_layout(
-        template="plotly_white", font=_FONT, height=340,
+        template="plotly_white", font=_FONT, height=380,
         title=dict(text="Acceptance by depth<br><sup>share of rounds accepting at least d draft tokens</sup>"),
         xaxis=dict(title="depth d", dtick=1), yaxis=dict(title="rounds", tickformat=".0%", range=[0, 1.05]),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(l=50, r=20, t=80, b=40))
+        legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))
     return fig
 
 
@@ -459,8 +470,8 @@ def provenance_html(trace: DecodeTrace, token_text: dict | None = None) -> str:
     prov: list[tuple[str, int, int]] = [("prefill", -1, 0)]   # (kind, round, depth) per token
     for rt in trace.rounds:
         for k, row in enumerate(rt.accepted[1:], 1):
-            prov.append(("draft", rt.round, k))
-        prov.append(("bonus", rt.round, len(rt.accepted)))
+            prov.append(("draft", rt.round + 1, k))
+        prov.append(("bonus", rt.round + 1, len(rt.accepted)))
     committed = trace.token_ids[:1] + [t for rt in trace.rounds for t in rt.committed]
     spans = []
     for pos, tok in enumerate(trace.token_ids):

@@ -5,7 +5,7 @@ download: ``executable_path=/usr/bin/chromium``). Run:
 Opens the page, runs a prompt on the random-tiny pair, finds the tree with its accepted path,
 scrubs rounds, plays a few rounds, exports SVG and JSON, re-imports the JSON, and checks that the
 browser fetched nothing from outside this machine. Set ``DOMINOTREE_SCREENSHOT=path.png`` to
-keep a screenshot of the finished run (that is how assets/screenshot.png is made).
+keep a screenshot of the finished run (the README pictures come from scripts/screenshot.py).
 """
 from __future__ import annotations
 
@@ -116,13 +116,16 @@ def test_run_scrub_export_import(app, page, tmp_path):
     # the tree of the last round is drawn; the whole run exports as JSON
     first = tree_data(page)
     assert first and first["nodes"] > 1
-    trace = json.loads(download(page, "export-json", tmp_path).read_text())
+    saved = download(page, "export-json", tmp_path)
+    doc = json.loads(saved.read_text())
+    assert doc["schema"] == "dominotree.comparison" and doc["prompt"] == PROMPT and list(doc["traces"]) == ["dominotree"]
+    trace = doc["traces"]["dominotree"]
     assert trace["schema"] == "dominotree.trace" and len(trace["token_ids"]) == 24
     accepting = [r["round"] for r in trace["rounds"] if len(r["accepted"]) > 1]
     assert accepting, "random-tiny with this prompt accepts drafts in some rounds (rounds 7 and 17)"
 
     # scrub to a round whose accepted path has a draft token: the red path is drawn
-    r = accepting[0]
+    r = accepting[0] + 1                              # the page counts rounds from 1
     set_number(page, "round", r)
     shown = wait_round(page, r)
     assert len(shown["accepted"]) >= 2                # one edge: root -> accepted draft token
@@ -132,17 +135,28 @@ def test_run_scrub_export_import(app, page, tmp_path):
     text = svg.read_text()
     assert text.startswith("<svg") and f"Round {r} " in text and 'class="node accepted"' in text
 
+    # what a smaller budget would have accepted: the first b nodes of this round's tree
+    page.get_by_text("What would a smaller budget have accepted?").click()
+    set_number(page, "whatif-budget", 1)
+    page.wait_for_function("() => document.querySelector('#whatif-caption').innerText.includes('With budget 1 ')")
+    text = page.inner_text("#whatif-caption")
+    assert re.search(r"accepted [01] draft token", text) and "with the full tree" in text
+    nodes = page.evaluate("() => document.querySelector('#whatif-tree .js-plotly-plot').data"
+                          ".filter(t => t.name === 'nodes').map(t => t.x.length).reduce((a, b) => a + b, 0)")
+    assert nodes == 2                                  # the root and the first popped node
+
     # autoplay: Play switches to Pause (the timer then steps rounds; see test_app for the stepping)
     page.click("#play")
     page.wait_for_function("() => document.querySelector('#play').innerText.includes('Pause')")
     page.click("#play")
     page.wait_for_function("() => document.querySelector('#play').innerText.includes('Play')")
 
-    # re-import the exported JSON: the replay needs no model and shows the same run
-    page.set_input_files("#import-trace input[type=file]", str(tmp_path / "dominotree-dominotree-trace.json"))
+    # re-import the exported JSON: the replay needs no model and shows the same run, its prompt and settings
+    page.set_input_files("#import-trace input[type=file]", str(saved))
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('Replaying')")
+    assert PROMPT in page.inner_text("#status") and "budget 32" in page.inner_text("#status")
     assert page.locator("#pane-0-text .dt-text .dt-tok").count() == 24
-    assert tree_data(page)["title"].startswith(f"Round {len(trace['rounds']) - 1} ")
+    assert tree_data(page)["title"].startswith(f"Round {len(trace['rounds'])} ")
 
     if os.environ.get("DOMINOTREE_SCREENSHOT"):
         take_screenshot(page, r, os.environ["DOMINOTREE_SCREENSHOT"])

@@ -404,7 +404,7 @@ def test_timing_and_builder_figures():
     assert bars["draft"] == [1, 1.0, 1.0] and bars["commit"] == [4, 0.5, 0.5]
     bf = figures.builder_figure(tr)
     assert list(trace_named(bf, "python")[0].y) == [5.0, 4.0] and list(trace_named(bf, "graph")[0].y) == [1.0, 2.0]
-    assert list(trace_named(bf, "trees differ")[0].x) == [2]
+    assert list(trace_named(bf, "trees differ")[0].x) == [3]          # rounds are numbered from 1
     assert "1/2 A/B rounds built identical trees" in bf.layout.title.text
     solo = figures.builder_figure(make_trace([chain_round(), bushy_round(rnd=1)]))
     assert "builder only" in solo.layout.title.text and len(solo.data) == 1
@@ -432,7 +432,7 @@ def test_provenance_html():
     assert "&quot;quotes&quot;" in out and "a&amp;b" not in out             # a&b never committed
     assert out.count('class="dt-tok dt-draft"') == 3 + 2 + 1                # + legend swatch
     assert out.count('class="dt-tok dt-bonus"') == 2 + 1                     # + legend swatch
-    assert 'title="round 0 · accepted draft token at depth 1 · token 8"' in out
+    assert 'title="round 1 · accepted draft token at depth 1 · token 8"' in out
     assert out.count('class="dt-tok dt-prefill"') == 1 + 1                   # + legend swatch
     assert "\x00" not in out
     # a trace whose rounds do not cover its tokens marks the rest as unknown

@@ -14,10 +14,10 @@ from dominotree.trace import MAX_TRACE_BYTES
 
 from .backend import Backend
 from .controls import build_controls
-from .events import status_html, wire
+from .events import WATCHDOG_S, status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
-from .round_view import build_round_details, build_round_view, build_topm
+from .round_view import build_round_details, build_round_view, build_topm, build_whatif
 from .summary import build_summary, build_timing
 
 INTRO = """# DominoTree explorer
@@ -41,7 +41,7 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
     backend = backend or Backend()
     with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
-        c: dict = {"traces": gr.State({}), "playing": gr.State(False)}
+        c: dict = {"traces": gr.State({}), "playing": gr.State(False), "watchdog": gr.Timer(WATCHDOG_S)}
         c["status"] = gr.HTML(status_html(backend.describe()), label="Status", show_label=False, elem_id="status")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
@@ -50,6 +50,7 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
             with gr.Column(scale=4):
                 c.update(build_panes())
                 c.update(build_round_view())
+                c.update(build_whatif())
                 c.update(build_exports())
                 c.update(build_round_details())
                 c.update(build_timing())
@@ -59,4 +60,17 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
     return demo
 
 
-__all__ = ["Backend", "build_app", "launch_kwargs"]
+def serve_locally(backend: Backend) -> tuple[gr.Blocks, str]:
+    """Build and launch the app on a free loopback port in this process (scripts, tests):
+    returns the demo (``demo.close()`` when done) and its URL."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_app(backend)
+    demo.queue(default_concurrency_limit=1).launch(server_name="127.0.0.1", server_port=port,
+                                                   prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+__all__ = ["Backend", "build_app", "launch_kwargs", "serve_locally"]

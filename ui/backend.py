@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dominotree import live
 from dominotree.config import METHODS, ConfigError, DecodeConfig
 from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
 from dominotree.trace import DecodeTrace, RoundTrace
@@ -25,6 +26,8 @@ MAX_NEW_TOKENS = 1024
 MAX_METHODS = 4                # side-by-side panes
 ADAPTIVE = ("caddtree", "condadaptive")   # need a verify-cost model: shown only when it exists
 CUSTOM = "custom folders"
+LOCKED_NOTE = ("this server is shared beyond this machine, so the model cannot be switched here (its operator "
+               "can start it with --allow-model-switch)")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,11 @@ class ModelChoice:
     def label(self) -> str:
         what = self.preset if self.target is None else f"custom target {Path(self.target).name}"
         return f"{what} · {self.dtype} · {self.device}"
+
+    def dtype_note(self) -> str:
+        if self.dtype == "float32":
+            return "float32: outputs equal ar's exactly"
+        return f"{self.dtype}: outputs may differ from ar's at near-ties (marked in the panes)"
 
 
 from dominotree.presets import available_presets, default_preset, smollm2_installed  # noqa: E402,F401
@@ -74,6 +82,7 @@ class Job:
         self.version = 0
         self.result: DecodeTrace | None = None
         self.error: BaseException | None = None
+        self.stalled = False           # set by wait_loop when the decoder went silent for STALL_S
         self.updated = threading.Event()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"decode-{cfg.method}", daemon=True)
@@ -93,8 +102,8 @@ class Job:
     def _run(self) -> None:
         try:
             with self.lock:
-                self.result = self.decoder.generate(self.prompt, self.cfg, should_stop=self.stop.is_set,
-                                                    on_round=self._snapshot)
+                self.result = live.generate(self.decoder, self.prompt, self.cfg, should_stop=self.stop.is_set,
+                                            on_round=self._snapshot)
             self.latest = self.result
             self.version += 1
         except BaseException as e:  # reported to the UI thread, which shows it
@@ -115,14 +124,18 @@ class Job:
 class Backend:
     """Holds the loaded pair and its Decoder. Loading is lazy (first run or Load)."""
 
-    def __init__(self, choice: ModelChoice | None = None, decoder=None):
-        """``decoder``: an already loaded Decoder for ``choice`` (tests share one)."""
+    def __init__(self, choice: ModelChoice | None = None, decoder=None, locked: bool = False):
+        """``decoder``: an already loaded Decoder for ``choice`` (tests share one). ``locked``: a
+        shared (classroom) server: only ``choice`` is ever loaded, no other model or folder."""
+        self.locked = locked
         from dominotree.presets import default_device
         self.choice = choice or ModelChoice(preset=default_preset(), device=default_device())
         self.model_lock = threading.Lock()      # one model job at a time (loading or decoding)
         self._decoder = decoder
         self._loaded: ModelChoice | None = self.choice if decoder is not None else None
         self._stops: dict[str, threading.Event] = {}
+        self._busy: set[str] = set()            # sessions with a queued or running run
+        self._busy_lock = threading.Lock()
         self._dirs: dict[str, Path] = {}
 
     # --- model ------------------------------------------------------------------------
@@ -135,6 +148,8 @@ class Backend:
         choice = choice or self._loaded or self.choice
         if self._decoder is not None and choice == self._loaded:
             return self._decoder
+        if self.locked and choice != self.choice:
+            raise ConfigError(LOCKED_NOTE)
         from dominotree.decode import Decoder
         from dominotree.presets import load_pair
         with self.model_lock:
@@ -167,10 +182,10 @@ class Backend:
 
     def describe(self) -> str:
         if self._loaded is None:
-            return f"Model: {self.choice.label()} (loads on the first run)"
+            return f"Model: {self.choice.label()} (loads on the first run) · {self.choice.dtype_note()}"
         p = self._decoder.pair
         kinds = ", ".join(sorted(p.drafters)) or "none"
-        return f"Model: {self._loaded.label()} · drafters: {kinds}"
+        return f"Model: {self._loaded.label()} · drafters: {kinds} · {self._loaded.dtype_note()}"
 
     # --- runs -------------------------------------------------------------------------
     def start(self, session: str, prompt: str, cfg: DecodeConfig) -> Job:
@@ -179,8 +194,30 @@ class Backend:
     def stop_flag(self, session: str) -> threading.Event:
         return self._stops.setdefault(session, threading.Event())
 
-    def request_stop(self, session: str) -> None:
-        self.stop_flag(session).set()
+    def queue_run(self, session: str) -> None:
+        """A run was asked for (Run pressed): from now until ``finish_run`` Stop applies to it,
+        also while it still waits in the queue."""
+        with self._busy_lock:
+            if session not in self._busy:
+                self.stop_flag(session).clear()
+            self._busy.add(session)
+
+    def busy(self, session: str) -> bool:
+        with self._busy_lock:
+            return session in self._busy
+
+    def finish_run(self, session: str) -> None:
+        with self._busy_lock:
+            self._busy.discard(session)
+            self.stop_flag(session).clear()
+
+    def request_stop(self, session: str) -> bool:
+        """Stop the session's queued or running run; False when it has none."""
+        with self._busy_lock:
+            if session not in self._busy:
+                return False
+            self.stop_flag(session).set()
+            return True
 
     # --- per-session files --------------------------------------------------------------
     def session_dir(self, session: str) -> Path:
@@ -191,21 +228,35 @@ class Backend:
 
     def end_session(self, session: str) -> None:
         self.request_stop(session)
-        self._stops.pop(session, None)
+        with self._busy_lock:
+            self._busy.discard(session)
+            self._stops.pop(session, None)
         d = self._dirs.pop(session, None)
         if d is not None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_loop(job: Job, interval):
-    """Yield the job's snapshots, at most one per ``interval()`` seconds, and the last one."""
-    seen, last = -1, 0.0
+STALL_S = 120.0     # a decoder silent this long is stopped and reported (a round takes < 10 s here)
+
+
+def wait_loop(job: Job, interval, heartbeat: float = 3.0):
+    """Yield ``(snapshot, silent_s)`` at most once per ``interval()`` seconds when a new round
+    came, at least every ``heartbeat`` seconds anyway (so the page shows how long the decoder has
+    been silent), and the last one. A decoder silent for ``STALL_S`` is asked to stop."""
+    seen, last, news = -1, 0.0, time.perf_counter()
     while True:
-        job.wait(interval())
+        job.wait(min(interval(), heartbeat))
         done = job.done.is_set()
         now = time.perf_counter()
-        if job.version != seen and job.latest is not None and (done or now - last >= interval()):
+        if job.version != seen:
+            news = now
+        silent = now - news
+        if silent > STALL_S and not job.stop.is_set():
+            job.stalled = True
+            job.stop.set()
+        fresh = job.version != seen and (done or now - last >= interval())
+        if job.latest is not None and (fresh or now - last >= heartbeat):
             seen, last = job.version, now
-            yield job.latest
+            yield job.latest, silent
         if done:
             return

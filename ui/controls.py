@@ -37,20 +37,56 @@ def available_builders() -> list[str]:
     return out
 
 
+MAX_SEED = 2**63 - 1        # torch.Generator.manual_seed takes a signed 64-bit integer here
+
+
+def number(label: str, value, lo, hi, whole: bool = True):
+    """A control's value checked against its range: Gradio's own bounds check is switched off
+    (``lenient``) so that a mistake gets this message instead of an error over every output."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{label} must be a number (got {str(value)[:40]!r}).") from None
+    kind = "a whole number" if whole else "a number"
+    if x != x or (whole and x != int(x)) or not lo <= x <= hi:
+        got = f"{x:g}" if x == x else "not a number"
+        raise ConfigError(f"{label} must be {kind} between {lo:g} and {hi:g} (got {got}).")
+    return int(x) if whole else x
+
+
+def check_seed(seed) -> int:
+    try:
+        return number("Seed", seed, 0, MAX_SEED)
+    except ConfigError as e:
+        raise ConfigError(f"Seed out of range: {e}") from None
+
+
+def lenient(component):
+    """Skip Gradio's preprocess bounds check on this Slider/Number (set on the instance); the
+    run handler checks every value itself and answers with a message, not an error badge."""
+    component.preprocess = lambda payload: payload
+    return component
+
+
 def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder,
                   ab_builder=NO_AB) -> DecodeConfig:
     """Slider values -> DecodeConfig (raises ConfigError with a readable message)."""
     from dominotree.builders import get_builder
+    temperature = number("Temperature", temperature, 0, 2, whole=False)
+    seed = check_seed(seed)
+    budget, topm = number("Budget", budget, 1, 256), number("Top-M", topm, 0, 256)
+    topk = number("K (children per node)", topk, 1, 32)
+    if topm and topk > topm:
+        raise ConfigError(f"K ({topk}) cannot exceed Top-M ({topm}); raise Top-M or lower K.")
     for b in (builder, ab_builder):
         if b not in (None, NO_AB):
             try:
                 get_builder(b)
             except ValueError as e:
                 raise ConfigError(str(e)) from None
-    return DecodeConfig(method=method, temperature=float(temperature), max_new_tokens=int(max_new),
-                        seed=int(seed), builder=builder,
-                        ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
-                        tree=TreeConfig(budget=int(budget), corr_topm=int(topm), node_topk=int(topk)))
+    return DecodeConfig(method=method, temperature=temperature, max_new_tokens=int(max_new), seed=seed,
+                        builder=builder, ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
+                        tree=TreeConfig(budget=budget, corr_topm=topm, node_topk=topk))
 
 
 def check_request(prompt, methods, max_new) -> list[str]:
@@ -68,10 +104,7 @@ def check_request(prompt, methods, max_new) -> list[str]:
         raise ConfigError("Pick at least one method.")
     if len(wanted) > be.MAX_METHODS:
         raise ConfigError(f"Pick at most {be.MAX_METHODS} methods to compare side by side (got {len(wanted)}).")
-    if not isinstance(max_new, (int, float)) or max_new != int(max_new):
-        raise ConfigError("Max new tokens must be a whole number.")
-    if not 1 <= int(max_new) <= be.MAX_NEW_TOKENS:
-        raise ConfigError(f"Max new tokens must be between 1 and {be.MAX_NEW_TOKENS} (got {int(max_new)}).")
+    number("Max new tokens", max_new, 1, be.MAX_NEW_TOKENS)
     return wanted
 
 
@@ -79,9 +112,16 @@ def model_choice(preset, target, drafters, device, dtype) -> be.ModelChoice:
     if preset == be.CUSTOM:
         folders = tuple(d.strip() for d in (drafters or "").replace(",", "\n").splitlines() if d.strip())
         if not (target or "").strip():
-            raise ValueError("custom model: give a target folder (a transformers causal LM)")
+            raise ConfigError("custom model: give a target folder (a transformers causal LM)")
         return be.ModelChoice(target=target.strip(), drafters=folders, dtype=dtype, device=device)
     return be.ModelChoice(preset=preset, dtype=dtype, device=device)
+
+
+def dtype_info() -> str:
+    from dominotree.live import native_bf16
+    here = "this CPU has native bf16: bfloat16 is faster" if native_bf16() else \
+        "this CPU has no native bf16: float32 is faster"
+    return f"float32: every method's text equals ar's token for token; {here}"
 
 
 def build_controls(backend: be.Backend) -> dict:
@@ -92,36 +132,41 @@ def build_controls(backend: be.Backend) -> dict:
     choices = backend.methods()
     methods = gr.CheckboxGroup(choices, value=[m for m in DEFAULT_METHODS if m in choices],
                                label=f"Methods (up to {be.MAX_METHODS}, side by side)", elem_id="methods")
+    dtype = gr.Radio(["float32", "bfloat16"], value=backend.choice.dtype, label="dtype", elem_id="dtype",
+                     info=dtype_info(), interactive=not backend.locked)
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run")
         stop = gr.Button("Stop", variant="stop", elem_id="stop")
     with gr.Accordion("Decoding", open=True):
-        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
-        seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")
-        max_new = gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
-        budget = gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget")
-        topm = gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m")
-        topk = gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk")
+        temperature = lenient(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"))
+        seed = lenient(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
+        max_new = lenient(gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new"))
+        budget = lenient(gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget"))
+        topm = lenient(gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m"))
+        topk = lenient(gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk"))
         builders = available_builders()
         with gr.Row():
             builder = gr.Dropdown(builders, value=default_builder(), label="Tree builder", elem_id="builder-choice")
             ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
                                      elem_id="ab-builder", info="dominotree: build each round twice")
+    free = not backend.locked
     with gr.Accordion("Model", open=False):
+        if backend.locked:
+            gr.Markdown(f"**Model switching is off:** {be.LOCKED_NOTE}.", elem_id="model-locked")
         start = backend.choice.preset or be.CUSTOM
         presets = be.available_presets()
         presets += [p for p in (start, be.CUSTOM) if p not in presets]
-        preset = gr.Dropdown(presets, value=start, label="Preset (available on this machine)", elem_id="preset")
+        preset = gr.Dropdown(presets, value=start, label="Preset (available on this machine)", elem_id="preset",
+                             interactive=free)
         target = gr.Textbox(label="Custom target folder", placeholder="/path/to/target (transformers causal LM)",
-                            elem_id="target", value=backend.choice.target or "")
+                            elem_id="target", value=backend.choice.target or "", interactive=free)
         drafters = gr.Textbox(label="Custom drafter folders (one per line)", lines=2, elem_id="drafters",
-                              value="\n".join(backend.choice.drafters))
+                              value="\n".join(backend.choice.drafters), interactive=free)
         with gr.Row():
             devices = be.devices()
             device = gr.Radio(devices, value=backend.choice.device if backend.choice.device in devices else "cpu",
-                              label="Device", elem_id="device")
-            dtype = gr.Radio(["float32", "bfloat16"], value=backend.choice.dtype, label="dtype", elem_id="dtype")
-        load = gr.Button("Load model", elem_id="load")
+                              label="Device", elem_id="device", interactive=free)
+        load = gr.Button("Load model", elem_id="load", interactive=free)
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
                 temperature=temperature, seed=seed, max_new=max_new, budget=budget, topm_m=topm, topk=topk,
                 builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters,

@@ -4,22 +4,28 @@ results onto components."""
 from __future__ import annotations
 
 import html
+import logging
 import time
 
 import gradio as gr
 
+from dominotree import live
 from dominotree.config import ConfigError
 
 from . import backend as be
 from .controls import check_request, decode_config, model_choice
-from .files import read_traces, write_round, write_trace
+from .files import read_traces, write_comparison, write_round
 from .panes import render_panes
-from .round_view import advance, pick, render_round
-from .summary import render_summary, render_timing
+from .round_view import autoplay_step, pick, render_round, render_whatif
+from .summary import empty_table, render_summary, render_timing
+
+log = logging.getLogger("dominotree.explorer")
 
 MODEL_QUEUE = "model"          # every listener that touches the model shares this queue (limit 1)
-STREAM_INTERVAL = 0.5          # seconds between streamed updates, at least
-RENDER_SHARE = 0.25            # and drawing takes at most this share of the time (it shares the GIL)
+STREAM_INTERVAL = 1.0          # seconds between streamed updates, at least
+MAX_INTERVAL = 3.0             # and at most (the page never waits longer for news of a live run)
+WATCHDOG_S = 3.0               # the page asks this often whether a run it shows as live has ended
+RENDER_SHARE = 0.05            # drawing takes at most this share of the time (it shares the GIL)
 
 
 def _session(request: gr.Request | None) -> str:
@@ -43,6 +49,55 @@ def _focus(traces: dict, focus: str | None, pending=()) -> tuple[str | None, gr.
     return focus, gr.Radio(choices=names, value=focus)
 
 
+def replay_message(traces: dict, meta: dict) -> str:
+    """The status line of a replay: what was compared, on which prompt, settings, model, machine."""
+    st = meta.get("settings") or {}
+    tree = st.get("tree") if isinstance(st.get("tree"), dict) else {}
+    settings = ", ".join(f"{k} {v}" for k, v in [("T", st.get("temperature")), ("seed", st.get("seed")),
+                                                   ("max new", st.get("max_new_tokens")), ("budget", tree.get("budget")),
+                                                   ("Top-M", tree.get("corr_topm")), ("K", tree.get("node_topk"))]
+                         if v is not None)
+    model = meta.get("model") or {}
+    mach = meta.get("machine") or {}
+    bits = [f"Replaying {len(traces)} trace(s): {', '.join(traces)} (no model used)",
+            f"prompt: {str(meta.get('prompt', ''))[:200]!r}", f"settings: {settings}"
+            + (" (they differ between traces)" if meta.get("settings_differ") else "")]
+    if model:
+        bits.append("model: " + " ".join(str(model.get(k, "")) for k in ("preset", "dtype", "device")).strip())
+    if mach.get("cpu"):
+        bits.append(f"timed on {mach['cpu']} ({mach.get('cores', '?')} cores)")
+    return " · ".join(str(b)[:300] for b in bits)
+
+
+def tie_html(trace) -> str:
+    """The pane note for an output that differs from ``ar``'s (see ``diagnose_ties``)."""
+    t = trace.config.get("vs_ar") if isinstance(trace.config, dict) else None
+    if not isinstance(t, dict):
+        return ""
+    try:
+        where, gap, rank, tie = int(t["token"]), float(t["gap"]), int(t["rank"]), bool(t["near_tie"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    verdict = ("a near-tie that bf16 rounds differently in a tree verify and in ar's one-row forward; both are "
+               "greedy continuations" if tie else "larger than a rounding tie: investigate")
+    return (f'<span class="dt-tie">differs from ar from token {where + 1}: the target\'s top tokens there are '
+            f'{abs(gap):.3f} logits apart (this token ranks {rank + 1}): {verdict}</span>')
+
+
+def diagnose_ties(decoder, prompt_ids, traces: dict) -> None:
+    """In bf16 at T = 0, note in each trace that differs from ``ar``'s where and why (the bench's
+    near-tie check: one fresh target forward on the shared prefix)."""
+    ar = traces.get("ar")
+    if ar is None or ar.config.get("temperature", 1) >= 1e-5:
+        return
+    for name, t in traces.items():
+        if name != "ar" and t.config.get("temperature", 1) < 1e-5:
+            try:
+                t.config["vs_ar"] = live.tie_note(decoder, prompt_ids, ar.token_ids, t.token_ids)
+            except Exception:  # noqa: BLE001 - a diagnosis that fails leaves the pane unmarked
+                log.exception("tie diagnosis failed for %s", name)
+
+
 def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     traces_state, playing = c["traces"], c["playing"]
     panes = [x for k in range(be.MAX_METHODS) for x in (c["pane_cols"][k], c["pane_heads"][k], c["pane_texts"][k])]
@@ -54,82 +109,128 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def render_all(traces, focus, idx, show, status, running=None, pending=(), light=False):
         focus, radio = _focus(traces, focus, pending)
-        out = [traces, status, radio, *render_panes(traces, running, pending),
+        notes = {k: tie_html(t) for k, t in traces.items()}
+        out = [traces, status, radio, *render_panes(traces, running, pending, notes),
                *render_round(traces, focus, idx, show, light=light)]
-        if light:
-            return out + [gr.skip(), gr.skip(), gr.skip(), *render_timing(traces, focus)]
+        if light:              # the summary and timing charts follow at the end of the run
+            return out + [gr.skip()] * len(summary_out)
         return out + render_summary(traces, focus)
 
     # --- run / stop / load (model queue) ----------------------------------------------------
+    run_out = [*everything, c["run"]]
+
+    def unchanged(message: str, kind: str = "error") -> list:
+        """A user mistake: one message (toast and status line); every output keeps what it shows
+        and Run is usable again."""
+        if kind == "error":
+            log.warning("user mistake: %s", message)
+            gr.Warning(esc(message))
+        out = [gr.skip()] * len(run_out)
+        out[everything.index(c["status"])] = status_html(message, kind)
+        out[-1] = gr.Button(interactive=True) if kind != "info" else gr.skip()
+        return out
+
     def run(prompt, methods, temperature, seed, budget, topm, topk, max_new, builder, ab_builder,
             preset, target, drafters, device, dtype, show, request: gr.Request):
         session = _session(request)
+        backend.queue_run(session)          # a no-op when Run's click already did it
         try:
-            wanted = check_request(prompt, methods, max_new)
-            max_new = int(max_new)
-            cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder)
-                    for m in wanted]
-            choice = model_choice(preset, target, drafters, device, dtype)
-        except (ConfigError, ValueError, TypeError) as e:
-            raise gr.Error(esc(e)) from None
+            yield from decode(session, prompt, methods, temperature, seed, budget, topm, topk, max_new, builder,
+                              ab_builder, preset, target, drafters, device, dtype, show)
+        except ConfigError as e:
+            yield unchanged(str(e))
+        finally:
+            backend.finish_run(session)
+
+    def decode(session, prompt, methods, temperature, seed, budget, topm, topk, max_new, builder, ab_builder,
+               preset, target, drafters, device, dtype, show):
+        wanted = check_request(prompt, methods, max_new)
+        max_new = int(max_new)
+        cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder)
+                for m in wanted]
+        choice = model_choice(preset, target, drafters, device, dtype)
+        stop = backend.stop_flag(session)
+        if stop.is_set():
+            yield unchanged("Stopped before it started (Stop was pressed while the run waited in the queue).",
+                            "done")
+            return
+        if backend.loaded != choice:
+            yield unchanged(f"Loading the model ({choice.label()}); on first use it is converted and cached, "
+                            f"which can take half a minute…", "info")
         try:
             decoder = backend.decoder(choice)
         except Exception as e:  # noqa: BLE001 - shown to the user, who can pick another model
-            raise gr.Error(esc(f"Could not load the model ({choice.label()}): {e}")) from None
-        try:
-            prompt_ids = decoder.encode_prompt(prompt)
-        except ConfigError as e:
-            raise gr.Error(esc(e)) from None
-        stop = backend.stop_flag(session)
-        stop.clear()
+            raise ConfigError(f"Could not load the model ({choice.label()}): {e}") from None
+        prompt_ids = decoder.encode_prompt(prompt)
+        for cfg in cfgs:
+            try:
+                decoder.check(prompt_ids, cfg)
+            except ConfigError as e:            # e.g. this pair has no drafter for the method
+                raise ConfigError(f"{cfg.method}: {e}") from None
         traces: dict = {}
+        first, started = True, time.perf_counter()
         interval = [STREAM_INTERVAL]     # grows when drawing is slow, so drawing never starves decoding
         for k, cfg in enumerate(cfgs):
             if stop.is_set():
                 break
-            try:
-                decoder.check(prompt_ids, cfg)
-            except Exception as e:  # noqa: BLE001 - e.g. this pair has no drafter for the method
-                gr.Warning(esc(f"{cfg.method}: {e}"))
-                continue
             job = backend.start(session, prompt, cfg)
             try:
-                for snap in be.wait_loop(job, lambda: interval[0]):
+                for snap, silent in be.wait_loop(job, lambda: interval[0]):
                     traces[cfg.method] = snap
                     if job.done.is_set():
                         break
                     t0 = time.perf_counter()
                     msg = f"Decoding {cfg.method} ({k + 1}/{len(cfgs)}) · round {len(snap.rounds)} · " \
-                          f"{len(snap.token_ids)}/{max_new} tokens"
-                    yield render_all(traces, cfg.method, len(snap.rounds) - 1, show, status_html(msg),
+                          f"{len(snap.token_ids)}/{max_new} tokens" \
+                          + (f" · no new round for {silent:.0f} s" if silent >= 5 else "")
+                    out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
+                    if first:          # the old run's figures go with the new run's first update
+                        for key in ("tree", "mvc", "topm", "hist", "depth", "timing", "builder"):
+                            out[everything.index(c[key])] = None
+                        out[everything.index(c["table"])] = empty_table()
+                        first = False
+                    yield [*out, gr.skip()]
                     # Gradio serializes and sends the update before resuming us: that counts too
-                    interval[0] = max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE)
+                    interval[0] = min(MAX_INTERVAL, max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE))
             finally:
                 if not job.done.is_set():      # the client went away: stop at the next round
                     stop.set()
                     job.done.wait()
+            if job.stalled:
+                log.error("%s: no new round for %.0f s; stopped", cfg.method, be.STALL_S)
+                gr.Warning(esc(f"{cfg.method}: the decoder made no progress for {be.STALL_S:.0f} s and was stopped."))
             if job.error is not None:
+                log.error("%s failed", cfg.method, exc_info=job.error)
                 gr.Warning(esc(f"{cfg.method} failed: {job.error}"))
             elif job.result is not None:
                 traces[cfg.method] = job.result
         if not traces:
-            raise gr.Error("Nothing ran: no selected method works with this model.")
+            yield (unchanged("Stopped before the first round: nothing decoded.", "done") if stop.is_set()
+                   else unchanged("Nothing decoded: every method failed (see the warnings)."))
+            return
+        if choice.dtype != "float32":
+            diagnose_ties(decoder, prompt_ids, traces)
         last = list(traces)[-1]
         n = len(traces[last].rounds)
         word = "Stopped" if stop.is_set() else "Done"
-        msg = f"{word} · {', '.join(traces)} · {backend.describe()}"
-        yield render_all(traces, last, n - 1, show, status_html(msg, "done"))
+        msg = f"{word} · {', '.join(traces)} in {time.perf_counter() - started:.1f} s · {backend.describe()}"
+        backend.finish_run(session)         # from here Stop has nothing left to stop
+        yield [*render_all(traces, last, n, show, status_html(msg, "done")), gr.Button(interactive=True)]
 
     def stop(request: gr.Request):
-        backend.request_stop(_session(request))
-        return status_html("Stopping at the next round…")
+        if backend.request_stop(_session(request)):
+            return status_html("Stopping at the next round…")
+        return gr.skip()
 
     def load(preset, target, drafters, device, dtype):
         try:
             backend.decoder(model_choice(preset, target, drafters, device, dtype))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(esc(f"Could not load the model: {e}")) from None
+            message = f"Could not load the model: {e}"
+            log.warning("user mistake: %s", message)
+            gr.Warning(esc(message))
+            return status_html(message, "error"), gr.skip()
         ms = backend.methods()
         return status_html(backend.describe(), "done"), gr.CheckboxGroup(choices=ms)
 
@@ -139,27 +240,31 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def show_focus(traces, focus, show, request: gr.Request):
         trace = pick(traces, focus)
-        idx = len(trace.rounds) - 1 if trace is not None else 0
+        idx = len(trace.rounds) if trace is not None else 1
         return [*render_round(traces, focus, idx, show), *render_timing(traces, focus),
                 *quick_exports(traces, focus, idx, show, request)]
 
-    def toggle_play(is_playing, traces, focus, idx):
+    def toggle_play(is_playing, traces, focus, idx, speed):
         trace = pick(traces, focus)
         if is_playing or trace is None or not trace.rounds:
             return gr.Timer(active=False), gr.Button("▶ Play"), False, gr.skip()
-        start = 0 if int(idx or 0) >= len(trace.rounds) - 1 else gr.skip()   # replay from the start
-        return gr.Timer(active=True), gr.Button("⏸ Pause"), True, start
+        k = int(idx or 1)
+        r0 = 1 if k >= len(trace.rounds) else k          # at the last round: replay from the first
+        play = {"t0": time.monotonic(), "r0": r0, "speed": max(float(speed or 1), 0.05)}
+        return gr.Timer(active=True), gr.Button("⏸ Pause"), play, r0 if r0 != k else gr.skip()
 
-    def tick(traces, focus, idx, show, is_playing, request: gr.Request):
+    def tick(traces, focus, idx, show, play, speed, request: gr.Request):
         trace = pick(traces, focus)
-        if not is_playing or trace is None:
+        if not play or trace is None:
             return [gr.Timer(active=False), gr.Button("▶ Play"), False, *[gr.skip()] * (len(round_out) + 4)]
-        nxt, at_end = advance(trace, idx)
-        head = [gr.Timer(active=False), gr.Button("▶ Play"), False] if at_end else [gr.skip()] * 3
+        nxt, at_end, play = autoplay_step(trace, idx, play, speed, time.monotonic())
+        head = [gr.Timer(active=False), gr.Button("▶ Play"), False] if at_end else [gr.skip(), gr.skip(), play]
+        if nxt is None:
+            return [*head, *[gr.skip()] * (len(round_out) + 4)]
         return [*head, *render_round(traces, focus, nxt, show), *quick_exports(traces, focus, nxt, show, request)]
 
-    def set_speed(speed):
-        return gr.Timer(value=1.0 / max(float(speed or 1), 0.05))
+    def set_speed(speed):      # the timer ticks twice per round: a late tick does not slow the rate
+        return gr.Timer(value=0.5 / max(float(speed or 1), 0.05))
 
     # --- export / import ---------------------------------------------------------------------------
     def exports(traces, focus, idx, show, is_playing, request: gr.Request):
@@ -167,14 +272,17 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         if is_playing:
             return [gr.skip()] * len(exports_out)
         folder = backend.session_dir(_session(request))
-        trace = pick(traces, focus)
-        key = (_session(request), id(trace), len(trace.rounds) if trace else 0, trace.stopped if trace else "")
+        key = (_session(request), tuple((k, id(t), len(t.rounds), t.stopped) for k, t in (traces or {}).items()))
         try:
-            paths = write_round(folder, traces, focus, idx, show)
-            if key not in json_cache:
-                if len(json_cache) > 64:
-                    json_cache.clear()
-                json_cache[key] = write_trace(folder, traces, focus)
+            # PDF/PNG rendering and the comparison JSON take a second of CPU: never while a model
+            # job runs (measured: a comparison started right after another ran `ar` at 1.8 tok/s
+            # instead of 10 while these were written), so wait for the model lock
+            with backend.model_lock:
+                paths = write_round(folder, traces, focus, idx, show)
+                if key not in json_cache:
+                    if len(json_cache) > 64:
+                        json_cache.clear()
+                    json_cache[key] = write_comparison(folder, traces)
         except FileNotFoundError:          # the session ended (tab closed) while writing
             return [gr.skip()] * len(exports_out)
         paths.append(json_cache[key])
@@ -193,12 +301,16 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                 gr.update(value=tikz, interactive=tikz is not None)]
 
     def import_traces(files, show):
-        traces = read_traces(files)
+        try:
+            traces, meta = read_traces(files)
+        except ConfigError as e:
+            out = unchanged(str(e))[:len(everything)]
+            return [*out, *[gr.skip()] * len(exports_out)]
         last = list(traces)[-1]
         n = len(traces[last].rounds)
-        msg = f"Replaying {len(traces)} imported trace(s): {', '.join(traces)} (no model used)"
+        msg = replay_message(traces, meta)
         off = [gr.update(interactive=False)] * len(exports_out)     # re-made by ``exports`` next
-        return [*render_all(traces, last, n - 1, show, status_html(msg, "done")), *off]
+        return [*render_all(traces, last, n, show, status_html(msg, "done")), *off]
 
     # --- listeners ---------------------------------------------------------------------------------
     run_inputs = [c[k] for k in ("prompt", "methods", "temperature", "seed", "budget", "topm_m", "topk", "max_new",
@@ -209,12 +321,14 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                        concurrency_id="export", concurrency_limit=2, show_progress="hidden",
                        api_visibility="undocumented")
 
-    def start_run():   # no stale downloads or side views while a new run streams (they follow at its end)
-        return [gr.Button(interactive=False), None, None] + [gr.update(interactive=False)] * len(exports_out)
+    def start_run(request: gr.Request):
+        """Run pressed: from now Stop applies (also while queued); no stale downloads meanwhile
+        (they are re-made at the end). Run is re-enabled by every way ``run`` ends."""
+        backend.queue_run(_session(request))
+        return [gr.Button(interactive=False)] + [gr.update(interactive=False)] * len(exports_out)
 
-    c["run"].click(start_run, None, [c["run"], c["mvc"], c["topm"], *exports_out], api_visibility="private",
-                   queue=False) \
-        .then(run, run_inputs, everything, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
+    c["run"].click(start_run, None, [c["run"], *exports_out], api_visibility="private", queue=False) \
+        .then(run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
               show_progress="minimal") \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
         .then(**export_args)
@@ -233,16 +347,45 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                      [*round_out, c["timing"], c["builder"], *quick_out],
                      api_visibility="undocumented", trigger_mode="always_last", concurrency_id="render",
                      concurrency_limit=4, show_progress="hidden").then(**export_args)
-    c["play"].click(toggle_play, [playing, traces_state, c["focus"], c["round"]],
+    c["play"].click(toggle_play, [playing, traces_state, c["focus"], c["round"], c["speed"]],
                     [c["timer"], c["play"], playing, c["round"]], api_visibility="private",
                     show_progress="hidden").then(**export_args)
-    c["timer"].tick(tick, [*view_state, playing], [c["timer"], c["play"], playing, *round_out, *quick_out],
+    c["timer"].tick(tick, [*view_state, playing, c["speed"]], [c["timer"], c["play"], playing, *round_out, *quick_out],
                     api_visibility="private", trigger_mode="always_last", concurrency_id="render",
                     concurrency_limit=4, show_progress="hidden").then(**export_args)
     c["speed"].change(set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)
     c["import_trace"].upload(import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
                              api_name="import_trace",
                              concurrency_id="render", concurrency_limit=4).then(**export_args)
+
+    gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
+          [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",
+          trigger_mode="always_last", concurrency_id="render", concurrency_limit=4, show_progress="hidden")
+
+    LIVE = ("Decoding", "Stopping at the next round", "Loading the model")
+    suspects: dict = {}        # session -> when the page was first seen showing a run that had ended
+
+    def watchdog(status, traces, focus, idx, show, request: gr.Request):
+        """The page pulls what a push may have lost: when it still shows a run as live (or
+        "Stopping…") but the session has none, redraw the run's final state from the session."""
+        session = _session(request)
+        if not any(w in str(status or "") for w in LIVE) or backend.busy(session):
+            suspects.pop(session, None)
+            return [gr.skip()] * len(run_out)
+        if time.monotonic() - suspects.setdefault(session, time.monotonic()) < 1.5 * WATCHDOG_S:
+            return [gr.skip()] * len(run_out)      # the final update may still be on its way
+        suspects.pop(session, None)
+        log.warning("page showed a finished run as live; redrawn from the session state")
+        if not traces:
+            return unchanged("Ready (the last run ended without output).", "done")
+        return [*render_all(traces, focus, idx, show, status_html(f"Done · {', '.join(traces)} · "
+                                                                  f"{backend.describe()}", "done")),
+                gr.Button(interactive=True)]
+
+    # raw inputs (preprocess=False): a queue-less event checks the round against the slider's
+    # initial range, not the one the run on screen set; ``clamp_round`` bounds it instead
+    c["watchdog"].tick(watchdog, [c["status"], *view_state], run_out, api_visibility="private", queue=False,
+                       preprocess=False, show_progress="hidden")
 
     def unload(request: gr.Request):
         backend.end_session(_session(request))

@@ -3,13 +3,15 @@ import of trace JSON files for replay without a model. Writers are ``dominotree.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from pathlib import Path
 
 import gradio as gr
 
-from dominotree import export
+from dominotree import comparison, export
+from dominotree.config import ConfigError
 from dominotree.trace import MAX_TRACE_BYTES, TraceError, load_trace
 
 from .backend import MAX_METHODS
@@ -42,7 +44,7 @@ def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str,
         return [None] * len(ROUND_FORMATS)
     rt = trace.rounds[clamp_round(trace, idx)]
     show = show if show in SHOWS else "conditional"
-    stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round}-{show}"
+    stem = folder / f"dominotree-{_stem(trace.method)}-round{rt.round + 1}-{show}"
     svg = export.round_svg(rt, trace.token_text, show=show)
     out = {"svg": svg.encode("utf-8")}
     if "tikz" in formats:
@@ -65,12 +67,17 @@ def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str,
     return paths
 
 
-def write_trace(folder: Path, traces: dict, focus: str | None) -> str | None:
-    trace = pick(traces, focus)
-    if trace is None:
+_MACHINE: dict = {}
+
+
+def write_comparison(folder: Path, traces: dict) -> str | None:
+    """Every pane of the comparison in one file, with its prompt, settings, model and machine."""
+    if not traces:
         return None
-    p = folder / f"dominotree-{_stem(trace.method)}-trace.json"
-    trace.to_json(p)
+    if not _MACHINE:
+        _MACHINE.update(comparison.machine())
+    p = folder / f"dominotree-comparison-{_stem('-'.join(traces))[:60]}.json"
+    p.write_text(json.dumps(comparison.comparison_dict(traces, dict(_MACHINE)), ensure_ascii=False), encoding="utf-8")
     return str(p)
 
 
@@ -87,35 +94,61 @@ def _check_fields(trace) -> None:
             raise TraceError(f"round {rt.round}: stage_ms must map stages to numbers")
 
 
-def read_traces(paths) -> dict:
-    """Validated traces from uploaded files; raises gr.Error (and changes nothing) on any problem."""
+def _load(p: Path) -> tuple[dict, dict | None]:
+    """({name: trace}, comparison metadata or None) of one uploaded file; TraceError on defects."""
+    if p.stat().st_size > MAX_TRACE_BYTES:
+        raise TraceError(f"file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
+    raw = p.read_bytes()
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f"not valid JSON: {e}") from None
+    if isinstance(d, dict) and d.get("schema") == comparison.SCHEMA:
+        return comparison.read_comparison(d)
+    trace = load_trace(raw)
+    return {trace.method: trace}, None
+
+
+def read_traces(paths) -> tuple[dict, dict]:
+    """Validated traces from uploaded files (trace or comparison JSON) and what they share
+    {prompt, settings, model, machine, settings_differ}; raises ConfigError naming the file (the
+    caller changes nothing) on any problem, and when the files are of different prompts."""
     if not paths:
-        raise gr.Error("no file received")
+        raise ConfigError("Trace not imported: no file received.")
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if len(paths) > MAX_METHODS:
-        raise gr.Error(f"import at most {MAX_METHODS} traces at once (got {len(paths)})")
+        raise ConfigError(f"Trace not imported: import at most {MAX_METHODS} files at once (got {len(paths)}).")
     out: dict = {}
+    meta: dict = {}
     for p in paths:
         p = Path(getattr(p, "name", p))
         name = p.name[:80]
         try:
-            if p.stat().st_size > MAX_TRACE_BYTES:
-                raise TraceError(f"file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
-            trace = load_trace(p)
-            _check_fields(trace)
-            if trace.rounds:      # a trace that loads but cannot be drawn is refused too
-                from dominotree import figures
-                figures.tree_figure(trace.rounds[0], trace.token_text)
+            got, info = _load(p)
+            for trace in got.values():
+                _check_fields(trace)
+                if trace.rounds:      # a trace that loads but cannot be drawn is refused too
+                    from dominotree import figures
+                    figures.tree_figure(trace.rounds[0], trace.token_text)
         except TraceError as e:
-            raise gr.Error(html.escape(f"{name}: {e}", quote=False), title="Trace not imported") from None
+            raise ConfigError(f"Trace not imported: {name}: {e}") from None
         except Exception as e:  # noqa: BLE001 - any other defect of an untrusted file
-            raise gr.Error(html.escape(f"{name}: malformed trace ({type(e).__name__}: {e})", quote=False),
-                           title="Trace not imported") from None
-        key, n = trace.method, 2
-        while key in out:
-            key, n = f"{trace.method} ({n})", n + 1
-        out[key] = trace
-    return out
+            raise ConfigError(f"Trace not imported: {name}: malformed trace ({type(e).__name__}: {e})") from None
+        meta = meta or info or {}
+        for key0, trace in got.items():
+            key, n = key0, 2
+            while key in out:
+                key, n = f"{key0} ({n})", n + 1
+            out[key] = trace
+    if len(out) > MAX_METHODS:
+        raise ConfigError(f"Trace not imported: {len(out)} traces; the page shows at most {MAX_METHODS}.")
+    mixed = comparison.different_prompts(out)
+    if mixed:
+        raise ConfigError(f"Trace not imported: {mixed}.")
+    first = next(iter(out.values()))
+    meta = {"prompt": first.prompt, "settings": comparison.settings_of(first), "model": first.model,
+            "machine": {}, **meta, "settings_differ": comparison.settings_differ(out)}
+    return out, meta
 
 
 def build_exports() -> dict:
@@ -125,14 +158,14 @@ def build_exports() -> dict:
         buttons = {f"export_{fmt}": _local_examples(gr.DownloadButton(
             label, elem_id=f"export-{fmt}", size="sm", interactive=False, scale=0, min_width=80))
             for fmt, label in [("svg", "SVG"), ("pdf", "PDF"), ("png", "PNG"), ("tikz", "TikZ")]}
-        gr.HTML("<b>Whole run:</b>", elem_classes=["dt-export-label"], padding=False)
+        gr.HTML("<b>Whole comparison:</b>", elem_classes=["dt-export-label"], padding=False)
         buttons["export_json"] = _local_examples(gr.DownloadButton(
-            "Trace JSON", elem_id="export-json", size="sm", interactive=False, scale=0, min_width=110))
+            "Comparison JSON", elem_id="export-json", size="sm", interactive=False, scale=0, min_width=140))
     return buttons
 
 
 def build_import() -> dict:
-    imp = gr.File(label=f"Replay: import trace JSON (no model needed; up to {MAX_METHODS} files, "
+    imp = gr.File(label=f"Replay: import a comparison or trace JSON (no model needed; up to {MAX_METHODS} files, "
                         f"{MAX_TRACE_BYTES // 2**20} MiB each)", file_count="multiple", file_types=[".json"],
                   elem_id="import-trace", height=120)
     return dict(import_trace=_local_examples(imp, multiple=True))

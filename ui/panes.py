@@ -12,31 +12,53 @@ from dominotree.trace import DecodeTrace
 from .backend import MAX_METHODS
 
 
-def header_html(name: str, trace: DecodeTrace | None, ar_tps: float, running: bool) -> str:
+def cost_line(trace: DecodeTrace, ar: DecodeTrace | None) -> str:
+    """What one round cost, in ``ar`` steps (``ar``'s time per token), and what it committed:
+    their ratio is the speedup over ``ar``."""
+    if ar is None or trace is ar or not trace.rounds or not ar.token_ids or ar.wall_s <= 0 or trace.wall_s <= 0:
+        return ""
+    step = ar.wall_s / len(ar.token_ids)
+    cost = trace.wall_s / len(trace.rounds) / step
+    committed = len(trace.token_ids) / len(trace.rounds)
+    return (f'<br><span class="dt-cost">a round cost {cost:.2f} ar steps and committed {committed:.2f} tokens '
+            f'→ <b>{committed / cost:.2f}× ar</b></span>')
+
+
+def header_html(name: str, trace: DecodeTrace | None, ar: DecodeTrace | None, running: bool,
+                fastest: bool = False, note: str = "") -> str:
     if trace is None:
         return f'<div class="dt-pane-head"><b>{html.escape(name)}</b> · waiting…</div>'
     bits = [f"{len(trace.rounds)} rounds", f"{len(trace.token_ids)} tokens", f"τ = {trace.tau:.2f}",
             f"{trace.tokens_per_s:.1f} tok/s"]
-    if ar_tps > 0 and trace.method != "ar" and not running:
-        bits.append(f"{trace.tokens_per_s / ar_tps:.2f}× ar")
-    state = "decoding…" if running else (f"stopped: {html.escape(trace.stopped)}" if trace.stopped else "")
-    return (f'<div class="dt-pane-head"><b>{html.escape(name)}</b>'
+    quiet = ("", "max_new_tokens")          # the usual end needs no word
+    state = "decoding…" if running else ("" if trace.stopped in quiet else f"stopped: {html.escape(trace.stopped)}")
+    badge = ' <span class="dt-fastest" title="highest tokens/s of this comparison">fastest</span>' if fastest else ""
+    return (f'<div class="dt-pane-head"><b>{html.escape(name)}</b>{badge}'
             + (f' <span class="dt-state">{state}</span>' if state else "")
-            + f'<br><span class="dt-stats">{" · ".join(bits)}</span></div>')
+            + f'<br><span class="dt-stats">{" · ".join(bits)}</span>'
+            + ("" if running else cost_line(trace, ar)) + note + "</div>")
 
 
-def render_panes(traces: dict, running: str | None = None, pending: list[str] = ()) -> list:
-    """Outputs for every pane: [column, header, text] x MAX_METHODS."""
+def fastest_of(traces: dict, running: str | None) -> str | None:
+    done = {k: t for k, t in traces.items() if k != running and t.stopped and t.wall_s > 0}
+    return max(done, key=lambda k: done[k].tokens_per_s) if len(done) > 1 else None
+
+
+def render_panes(traces: dict, running: str | None = None, pending: list[str] = (), notes: dict | None = None) -> list:
+    """Outputs for every pane: [column, header, text] x MAX_METHODS. ``notes``: extra header
+    HTML per pane (the bf16 near-tie diagnosis)."""
     names = list(traces) + [m for m in pending if m not in traces]
     ar = traces.get("ar")
-    ar_tps = ar.tokens_per_s if ar is not None and ar.stopped else 0.0
+    ar = ar if ar is not None and ar.stopped and running != "ar" else None
+    best = fastest_of(traces, running)
     out = []
     for k in range(MAX_METHODS):
         if k < len(names):
             name = names[k]
             t = traces.get(name)
             text = figures.provenance_html(t) if t is not None and t.token_ids else ""
-            out += [gr.Column(visible=True), header_html(name, t, ar_tps, name == running), text]
+            head = header_html(name, t, ar, name == running, name == best, (notes or {}).get(name, ""))
+            out += [gr.Column(visible=True), head, text]
         else:
             out += [gr.Column(visible=False), "", ""]
     return out
@@ -44,9 +66,9 @@ def render_panes(traces: dict, running: str | None = None, pending: list[str] = 
 
 def build_panes() -> dict:
     cols, heads, texts = [], [], []
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_classes=["dt-panes"]):
         for k in range(MAX_METHODS):
-            with gr.Column(visible=False, min_width=220, elem_classes=["dt-pane"]) as col:
+            with gr.Column(visible=False, min_width=160, elem_classes=["dt-pane"]) as col:
                 heads.append(gr.HTML(label=f"Pane {k + 1} header", show_label=False, elem_id=f"pane-{k}-head"))
                 texts.append(gr.HTML(label=f"Pane {k + 1} text", show_label=False, elem_id=f"pane-{k}-text"))
             cols.append(col)

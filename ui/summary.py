@@ -19,9 +19,18 @@ def render_summary(traces: dict, focus: str | None) -> list:
     """Outputs for [table, accept histogram, depth acceptance, timing, builder timing]."""
     trace = pick(traces, focus)
     if trace is None:
-        return [None, None, None, None, None]
+        return [empty_table(), None, None, None, None]
     return [figures.summary_table(traces), figures.accept_hist_figure(traces),
-            figures.depth_accept_figure(traces), figures.timing_figure(trace), figures.builder_figure(trace)]
+            figures.depth_accept_figure(traces), figures.timing_figure(trace), builder_view(trace)]
+
+
+def empty_table():
+    return figures.summary_table({})
+
+
+def builder_view(trace):
+    """``ar`` builds no tree: no builder chart for it."""
+    return None if trace.method == "ar" else figures.builder_figure(trace)
 
 
 def render_timing(traces: dict, focus: str | None) -> list:
@@ -29,7 +38,7 @@ def render_timing(traces: dict, focus: str | None) -> list:
     trace = pick(traces, focus)
     if trace is None:
         return [None, None]
-    return [figures.timing_figure(trace), figures.builder_figure(trace)]
+    return [figures.timing_figure(trace), builder_view(trace)]
 
 
 def build_timing() -> dict:
@@ -40,7 +49,7 @@ def build_timing() -> dict:
 
 def build_summary() -> dict:
     gr.Markdown("### Summary\n" + METRICS)
-    table = gr.Dataframe(label="Methods", elem_id="summary", interactive=False, wrap=True)
+    table = gr.Dataframe(empty_table(), label="Methods", elem_id="summary", interactive=False, wrap=True)
     with gr.Row():
         hist = gr.Plot(label="Acceptance length", elem_id="accept-hist")
         depth = gr.Plot(label="Acceptance by depth", elem_id="depth-accept")

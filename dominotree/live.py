@@ -1,0 +1,88 @@
+"""Live decoding for a viewer: the same ``Decoder.generate`` the benchmark times, with the work
+that only a viewer needs kept off its clock, plus the checks a viewer shows next to a run.
+
+- ``generate``: trace-only annotation (Top-M lists, the marginal tree) and the per-round
+  callback (snapshots for the page) are timed and subtracted from ``wall_s``, so ``tokens_per_s``
+  counts what the benchmark counts (it decodes with ``annotate=False``).
+- ``native_bf16`` / ``default_dtype``: bfloat16 where the CPU computes it natively, else float32.
+- ``tie_note``: why a T = 0 output differs from ``ar``'s (the bench's near-tie diagnosis,
+  ``dominotree.bench.ties``, at the first differing token).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .trace import DecodeTrace
+
+
+def generate(decoder, prompt, cfg, should_stop=None, on_round=None) -> DecodeTrace:
+    """``decoder.generate`` with annotation and ``on_round`` time left out of ``wall_s``; each
+    round records the left-out milliseconds in ``extra["viewer_ms"]``. Not reentrant per decoder
+    (callers hold the model lock)."""
+    spent = [0.0]                 # seconds of viewer-only work so far
+    annotate = decoder.annotate
+
+    def timed_annotate(rt, *args):
+        t = time.perf_counter()
+        try:
+            annotate(rt, *args)
+        finally:
+            dt = time.perf_counter() - t
+            spent[0] += dt
+            rt.extra["viewer_ms"] = dt * 1e3
+
+    def timed_round(trace: DecodeTrace) -> None:
+        t = time.perf_counter()
+        raw = trace.wall_s
+        trace.wall_s = raw - spent[0]
+        try:
+            if on_round is not None:
+                on_round(trace)
+        finally:
+            trace.wall_s = raw
+            dt = time.perf_counter() - t
+            spent[0] += dt
+            if trace.rounds:
+                trace.rounds[-1].extra["viewer_ms"] = trace.rounds[-1].extra.get("viewer_ms", 0.0) + dt * 1e3
+
+    decoder.annotate = timed_annotate
+    try:
+        trace = decoder.generate(prompt, cfg, should_stop=should_stop, on_round=timed_round)
+    finally:
+        del decoder.annotate          # back to the class method
+    trace.wall_s = max(trace.wall_s - spent[0], 0.0)
+    return trace
+
+
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """True when the CPU has bfloat16 arithmetic (AVX-512 BF16 or AMX); Linux /proc/cpuinfo."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return "avx512_bf16" in flags or any(f.startswith("amx") for f in flags)
+
+
+def default_dtype(device: str = "cpu") -> str:
+    """The dtype that verifies trees faster here: bfloat16 on CUDA and on CPUs with native bf16,
+    float32 elsewhere (bf16 is emulated there and slower)."""
+    return "bfloat16" if device == "cuda" or native_bf16() else "float32"
+
+
+def tie_note(decoder, prompt_ids: list[int], ar_ids: list[int], method_ids: list[int]) -> dict | None:
+    """Where ``method_ids`` first differs from ``ar_ids`` (both T = 0 outputs of the same prompt)
+    and the target's logit gap there: {"token", "ar_token", "method_token", "gap", "rank",
+    "near_tie"}. None when equal or when one is a prefix of the other (stopped earlier)."""
+    from .bench.ties import ROUNDING_GAP, gap_at
+    k = next((i for i, (a, b) in enumerate(zip(ar_ids, method_ids)) if a != b), None)
+    if k is None:
+        return None
+    gap, rank = gap_at(decoder, list(prompt_ids) + list(ar_ids[:k]), ar_ids[k], method_ids[k])
+    return {"token": k, "ar_token": int(ar_ids[k]), "method_token": int(method_ids[k]), "gap": gap, "rank": rank,
+            "near_tie": abs(gap) <= ROUNDING_GAP and rank <= 1}

@@ -1,0 +1,80 @@
+"""The explorer's library helpers: viewer-only time kept off the clock, the dtype default, the
+near-tie note, comparison files and the what-if budget."""
+import json
+import time
+
+import pytest
+
+from dominotree import comparison, live, whatif
+from dominotree.config import DecodeConfig, TreeConfig
+from dominotree.trace import TraceError
+from dominotree.tree import accept_walk
+
+PROMPT = "Explain speculative decoding."
+
+
+def test_viewer_time_is_left_out_of_wall_time(tiny_decoder):
+    cfg = DecodeConfig(method="dominotree", max_new_tokens=12, tree=TreeConfig(budget=16))
+    seen = []
+
+    def slow_viewer(trace):           # a page that takes 50 ms per round to draw
+        seen.append(trace.wall_s)
+        time.sleep(0.05)
+
+    t0 = time.perf_counter()
+    trace = live.generate(tiny_decoder, PROMPT, cfg, on_round=slow_viewer)
+    total = time.perf_counter() - t0
+    slept = 0.05 * len(seen)
+    assert trace.wall_s < total - slept + 1e-3                       # the sleeps are not in wall_s
+    assert all(r.extra["viewer_ms"] >= 50 for r in trace.rounds)
+    assert seen == sorted(seen)                                     # snapshots see the honest clock too
+    assert "annotate" not in tiny_decoder.__dict__                  # the class method is back
+    plain = tiny_decoder.generate(PROMPT, cfg)
+    assert plain.token_ids == trace.token_ids                        # same decode, only the clock differs
+    assert trace.rounds[1].candidates                                # still annotated for the views
+
+
+def test_native_bf16_reads_cpu_flags():
+    assert live.native_bf16("flags\t: fpu avx2 avx512f avx512_bf16\n")
+    assert live.native_bf16("flags\t: fpu amx_bf16 amx_tile\n")
+    assert not live.native_bf16("flags\t: fpu avx2 avx512f\n")
+    assert live.default_dtype("cuda") == "bfloat16"
+
+
+def test_tie_note_finds_first_difference(tiny_decoder):
+    ids = tiny_decoder.encode_prompt(PROMPT)
+    ar = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=6)).token_ids
+    assert live.tie_note(tiny_decoder, ids, ar, ar) is None
+    other = ar[:3] + [(ar[3] + 1) % 100] + ar[4:]
+    note = live.tie_note(tiny_decoder, ids, ar, other)
+    assert note["token"] == 3 and note["ar_token"] == ar[3] and note["method_token"] == other[3]
+    assert note["gap"] >= 0 and note["rank"] >= 1              # ar's token is the target's argmax there
+
+
+def test_comparison_round_trip_and_mixed_prompts(tiny_decoder):
+    a = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=4))
+    d = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=4))
+    doc = json.loads(json.dumps(comparison.comparison_dict({"ar": a, "dominotree": d})))
+    traces, meta = comparison.read_comparison(doc)
+    assert list(traces) == ["ar", "dominotree"] and traces["dominotree"].token_ids == d.token_ids
+    assert meta["prompt"] == PROMPT and meta["settings"]["max_new_tokens"] == 4 and meta["machine"]["cores"] >= 1
+    other = tiny_decoder.generate("Something else.", DecodeConfig(method="ar", max_new_tokens=4))
+    doc["traces"]["ar"] = other.to_dict()
+    with pytest.raises(TraceError, match="2 different prompts"):
+        comparison.read_comparison(doc)
+    with pytest.raises(TraceError, match="version"):
+        comparison.read_comparison({**doc, "version": 9})
+
+
+def test_smaller_budget_is_the_pop_order_prefix(tiny_decoder):
+    trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=24,
+                                                       tree=TreeConfig(budget=32)))
+    for rt in trace.rounds:
+        full = whatif.at_budget(rt, rt.tree.num_nodes)
+        assert (full.accepted, full.bonus) == (rt.accepted, rt.bonus)
+        for b in (1, 4, 16):
+            small = whatif.at_budget(rt, b)
+            assert small.tree.num_nodes == min(b, rt.tree.num_nodes)
+            assert all(p < i for i, p in enumerate(small.tree.parents) if i)
+            assert (small.accepted, small.bonus) == accept_walk(small.tree, rt.target_tokens[:b + 1])
+            assert len(small.accepted) <= len(rt.accepted)       # a sub-tree never accepts more
