@@ -106,7 +106,7 @@ class Decoder:
         cache, dcache = tgt.new_cache(), DraftCache()
         n = len(prompt_ids)
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
-        out = tgt.forward(ids, torch.arange(n, device=dev)[None], cache, taps=taps)
+        out = tgt.forward(ids, torch.arange(n, device=dev)[None], cache, taps=taps, last_only=True)
         root = sample(out.logits[-1:], cfg.temperature, gen)[0]
         feats, feat_pos = out.feats, torch.arange(n, device=dev)
         yield None, [root]
