@@ -12,6 +12,7 @@ import torch
 from dominotree.config import DecodeConfig, TreeConfig
 from dominotree.decode import Decoder
 from dominotree.models.fast import KVCache
+from dominotree.models.quant import int4_available
 from dominotree.models.target import cache_compact
 from dominotree.presets import ensure_random_tiny, load_pair, load_target
 from dominotree.tree import Tree, position_ids, tree_mask
@@ -69,7 +70,7 @@ def test_fast_forward_matches_transformers(family, dtype, tol, tiny_llama):
             assert a.logits.argmax(-1).tolist() == b.logits.argmax(-1).tolist()
 
 
-@pytest.mark.parametrize("weights", ["float32", "int4"])
+@pytest.mark.parametrize("weights", ["float32", "int4"] if int4_available() else ["float32"])
 def test_compacted_cache_equals_a_fresh_prefill_of_the_accepted_text(weights):
     tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights=weights)
     accepted = [0, 1, 3, 5]                  # root -> 11 -> 13 -> 15
@@ -116,7 +117,7 @@ def test_bad_forward_and_weights_are_clear_errors():
 
 # --- every method == ar, per forward and weights ------------------------------------------
 
-SETTINGS = [("fast", "float32"), ("hf", "float32"), ("fast", "bf16"), ("fast", "int4")]
+SETTINGS = [("fast", "float32"), ("hf", "float32"), ("fast", "bf16")] + ([("fast", "int4")] if int4_available() else [])
 
 
 @pytest.fixture(scope="module", params=SETTINGS, ids=[f"{f}-{w}" for f, w in SETTINGS])
