@@ -231,6 +231,8 @@ class Decoder:
                             prompt_ids=prompt_ids, token_ids=[], text="",
                             config=_config_dict(cfg), model={"preset": self.pair.name, "paths": self.pair.paths,
                                                               "dtype": str(self.target.dtype).replace("torch.", ""),
+                                                              "weights": self.target.weights,
+                                                              "forward": self.target.forward_kind,
                                                               "device": str(self.target.device)})
         eos = self.target.eos_ids if cfg.stop_at_eos else frozenset()
         t0 = time.perf_counter()

