@@ -151,16 +151,21 @@ def main(argv=None) -> int:
     lines = [f"CPU: {cpu_name()}, {a.threads} threads; torch {torch.__version__}",
              f"command: {' '.join(sys.argv)}"]
     res = {"cpu": cpu_name(), "threads": a.threads, "torch": torch.__version__}
-    res["curves"] = curves(paths, CONFIGS + [("int4", "fast", False)], a.context, a.reps, lines)
-    lines.append("  (int4/fast/False: q/k/v and gate/up unfused)")
-    if not a.skip_ar:
-        res["ar"] = ar_vs_generate(paths, ["int4", "bf16", "float32"], a.new, lines)
-    text = "\n".join(lines)
-    print(text)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "curves.txt").write_text(text + "\n")
-    (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
+
+    def save():
+        text = "\n".join(lines)
+        (out / "curves.txt").write_text(text + "\n")
+        (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
+        print(text, flush=True)
+
+    res["curves"] = curves(paths, CONFIGS + [("int4", "fast", False)], a.context, a.reps, lines)
+    lines.append("  (int4/fast/False: q/k/v and gate/up unfused)")
+    save()
+    if not a.skip_ar:
+        res["ar"] = ar_vs_generate(paths, ["int4", "bf16", "float32"], a.new, lines)
+        save()
     print(json.dumps({"ratio": res.get("ar", {}).get("ratio")}))
     return 0
 
