@@ -38,6 +38,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="drafter folder in the released format (repeat for a DFlash and a Domino drafter)")
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    g.add_argument("--weights", default=None, choices=["int4", "bf16", "float32"],
+                   help="target weights (default: int4 for the embedded smollm2 on the CPU, else --dtype)")
+    g.add_argument("--forward", default="fast", choices=["fast", "hf"],
+                   help="target forward: fast (Llama/Qwen3; others fall back) or the transformers one")
 
 
 def add_tree_args(p: argparse.ArgumentParser) -> None:
@@ -74,7 +78,8 @@ def load_pair_from_args(a):
         for path in [a.target, *(a.drafter or [])]:
             if not Path(path).is_dir():
                 raise UserError(f"folder does not exist: {path}")
-    return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device)
+    return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device,
+                     forward=getattr(a, "forward", "fast"), weights=getattr(a, "weights", None))
 
 
 def cmd_generate(a) -> int:
@@ -98,7 +103,8 @@ def cmd_generate(a) -> int:
     if a.trace:
         trace.to_json(a.trace)
     if a.json:
-        out = {"method": trace.method, "token_ids": trace.token_ids, "text": trace.text,
+        out = {"method": trace.method, "weights": dec.target.weights, "forward": dec.target.forward_kind,
+               "token_ids": trace.token_ids, "text": trace.text,
                "tau": round(trace.tau, 4), "rounds": len(trace.rounds), "new_tokens": len(trace.token_ids),
                "tokens_per_s": round(trace.tokens_per_s, 3),
                "stage_ms": {k: round(v, 3) for k, v in trace.stage_ms().items()}}

@@ -106,7 +106,7 @@ class Decoder:
         cache, dcache = tgt.new_cache(), DraftCache()
         n = len(prompt_ids)
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
-        out = tgt.forward(ids, torch.arange(n, device=dev)[None], cache, taps=taps)
+        out = tgt.forward(ids, torch.arange(n, device=dev)[None], cache, taps=taps, last_only=True)
         root = sample(out.logits[-1:], cfg.temperature, gen)[0]
         feats, feat_pos = out.feats, torch.arange(n, device=dev)
         yield None, [root]
@@ -217,6 +217,8 @@ class Decoder:
                             prompt_ids=prompt_ids, token_ids=[], text="",
                             config=_config_dict(cfg), model={"preset": self.pair.name, "paths": self.pair.paths,
                                                               "dtype": str(self.target.dtype).replace("torch.", ""),
+                                                              "weights": self.target.weights,
+                                                              "forward": self.target.forward_kind,
                                                               "device": str(self.target.device)})
         eos = self.target.eos_ids if cfg.stop_at_eos else frozenset()
         t0 = time.perf_counter()

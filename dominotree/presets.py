@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,15 +75,51 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu") -> Target:
+FORWARDS = ("fast", "hf")
+WEIGHTS = ("int4", "bf16", "float32")
+WEIGHT_DTYPES = {"int4": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
+# Measured on a 2-core Zen 4 (results/fast-forward/curves.txt): the fastest setting whose every
+# method equals its own ar. Targets without a GGUF use --dtype unless --weights is given.
+DEFAULT_WEIGHTS = {"smollm2": "int4"}
+
+
+def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", forward: str = "fast",
+                weights: str | None = None, gguf: str | Path | None = None) -> Target:
+    """Load a transformers target; ``forward="fast"`` runs ``models.fast`` where the family has
+    one (others fall back with a one-line notice). ``weights`` overrides ``dtype`` for the
+    target: ``int4`` packs the ``gguf`` file's Q4_1 blocks (or quantizes, without one)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .models.fast import FastModel, fast_support
+    if forward not in FORWARDS:
+        raise ConfigError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+    if weights is not None and weights not in WEIGHTS:
+        raise ConfigError(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHTS)}")
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise PresetError(f"target folder {folder} does not exist or has no config.json")
+    if weights == "int4" and (forward != "fast" or torch.device(device).type != "cpu"):
+        raise ConfigError("int4 weights run on the fast forward on the CPU only (--forward fast --device cpu)")
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa",
-                                                 local_files_only=True)
-    return Target(model.to(device), tok, name=folder.name)
+    load_dtype = torch.float32 if weights == "int4" else WEIGHT_DTYPES.get(weights, dtype)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=load_dtype, attn_implementation="sdpa",
+                                                 local_files_only=True).to(device)
+    fast = None
+    if forward == "fast":
+        why = fast_support(model.config)
+        if why is not None:
+            if weights == "int4":
+                raise ConfigError(f"int4 weights need the fast forward: {why}")
+            print(f"[dominotree] {why}; using the transformers forward", file=sys.stderr)
+        elif weights == "int4":
+            from .models.quant import gguf_q4_1, int4_linear
+            cfg = model.config
+            blocks = gguf_q4_1(gguf, cfg.num_attention_heads, cfg.num_key_value_heads) if gguf else None
+            fast = FastModel(model, linear=int4_linear(blocks), dtype=torch.bfloat16)
+            model = model.to(torch.bfloat16)   # the drafters' embedding and LM head
+        else:
+            fast = FastModel(model)
+    return Target(model, tok, name=folder.name, fast=fast, weights=weights)
 
 
 def _kind_of(folder: Path) -> str:
@@ -90,8 +127,12 @@ def _kind_of(folder: Path) -> str:
 
 
 def load_pair(preset: str | None = None, target: str | None = None, drafters: list[str] | None = None,
-              dtype: str | torch.dtype = "float32", device: str | None = None) -> Pair:
-    """Load a preset, or a target folder with drafter folders (kinds read from their configs)."""
+              dtype: str | torch.dtype = "float32", device: str | None = None, forward: str = "fast",
+              weights: str | None = None) -> Pair:
+    """Load a preset, or a target folder with drafter folders (kinds read from their configs).
+
+    ``weights`` (int4, bf16, float32) sets the target's weights; None: the preset's default
+    (``DEFAULT_WEIGHTS``), else ``dtype``. Drafters always run in ``dtype``."""
     dtype = parse_dtype(dtype)
     device = device or default_device()
     if target is not None:
@@ -103,7 +144,9 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
     else:
         name = preset or DEFAULT_PRESET
         paths = preset_paths(name)
-    tgt = load_target(paths["target"], dtype, device)
+    if weights is None and target is None and torch.device(device).type == "cpu":
+        weights = DEFAULT_WEIGHTS.get(name)
+    tgt = load_target(paths["target"], dtype, device, forward=forward, weights=weights, gguf=paths.get("gguf"))
     pair = Pair(tgt, name=name, paths=paths)
     for kind in ("dflash", "domino"):
         if kind in paths:
@@ -120,7 +163,8 @@ def preset_paths(name: str) -> dict[str, str]:
         return ensure_random_tiny()
     if name == "smollm2":
         from .models.smollm2 import ensure_smollm2
-        paths = {"target": str(ensure_smollm2())}
+        from .models.smollm2 import gguf_path
+        paths = {"target": str(ensure_smollm2()), "gguf": str(gguf_path())}
         for kind in ("dflash", "domino"):
             p = ASSETS / "drafters" / f"smollm2-{kind}-b16"
             if (p / "config.json").is_file():

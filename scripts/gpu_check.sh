@@ -6,8 +6,11 @@
 #
 # For one NVIDIA GPU, no network, a Python with torch + transformers (no gradio, no installs).
 # Writes to $OUT (default results/gpu): cuda_tests.xml / cuda_tests.log (pytest junit, or the
-# fallback runner's log when pytest is missing), bench_build_cuda.json / .log, env.txt, and
-# gpu_check.json (the summary). Finishes within 8 minutes: tests <= 300 s, bench <= 150 s.
+# fallback runner's log when pytest is missing), bench_build_cuda.json / .log, env.txt,
+# fast_tests.log (the fast target forward's tests), fast_curve.json / .log (per-forward cost,
+# fast vs transformers forward, Qwen3-4B shapes, random weights), and gpu_check.json (the
+# summary). Finishes within 10 minutes: tests <= 300 s, bench <= 150 s, fast tests <= 120 s,
+# curve <= 90 s.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-results/gpu}"
@@ -45,11 +48,24 @@ timeout 150 "$PY" -m dominotree bench-build "${BENCH_ARGS[@]}" --json-out "$BENC
     > "${BENCH_JSON%.json}.log" 2>&1
 RC_BENCH=$?
 
-# 3. the summary
-"$PY" - "$OUT" "$RUNNER" "$RC_TESTS" "$BENCH_JSON" "$RC_BENCH" "$CPU_ONLY" <<'EOF'
+# 3. the fast target forward: its tests (CPU; int4 cases skip where torch lacks the CPU int4
+#    ops) and the cost curve at Qwen3-4B shapes (CUDA; with --cpu-only tiny shapes on the CPU)
+if [ "$RUNNER" = pytest ]; then
+  timeout 120 "$PY" -m pytest -q tests/test_fast.py -p no:cacheprovider > "$OUT/fast_tests.log" 2>&1
+  RC_FAST=$?
+else
+  echo "pytest missing: fast-path tests not run" > "$OUT/fast_tests.log"
+  RC_FAST=0
+fi
+if [ "$CPU_ONLY" = 1 ]; then CURVE_ARGS=(--tiny --device cpu --reps 3); else CURVE_ARGS=(--device cuda); fi
+timeout 90 "$PY" scripts/gpu_curve.py "${CURVE_ARGS[@]}" --json-out "$OUT/fast_curve.json" > "$OUT/fast_curve.log" 2>&1
+RC_CURVE=$?
+
+# 4. the summary
+"$PY" - "$OUT" "$RUNNER" "$RC_TESTS" "$BENCH_JSON" "$RC_BENCH" "$CPU_ONLY" "$RC_FAST" "$RC_CURVE" <<'EOF'
 import json, os, re, sys
 import xml.etree.ElementTree as ET
-out, runner, rc_tests, bench_json, rc_bench, cpu_only = sys.argv[1:]
+out, runner, rc_tests, bench_json, rc_bench, cpu_only, rc_fast, rc_curve = sys.argv[1:]
 tests = {"runner": runner, "rc": int(rc_tests)}
 xml = os.path.join(out, "cuda_tests.xml")
 if runner == "pytest" and os.path.isfile(xml):
@@ -68,10 +84,13 @@ else:
 bench = None
 if os.path.isfile(bench_json):
     bench = json.loads(open(bench_json).read().strip().splitlines()[-1])
+curve_json = os.path.join(out, "fast_curve.json")
+curve = json.loads(open(curve_json).read().strip().splitlines()[-1]) if os.path.isfile(curve_json) else None
 summary = {"cpu_only": cpu_only == "1", "tests": tests, "bench_rc": int(rc_bench), "bench": bench,
-           "ok": int(rc_tests) == 0 and int(rc_bench) == 0}
+           "fast_tests_rc": int(rc_fast), "fast_curve_rc": int(rc_curve), "fast_curve": curve,
+           "ok": int(rc_tests) == 0 and int(rc_bench) == 0 and int(rc_fast) == 0 and int(rc_curve) == 0}
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(summary, f, indent=1)
-print(json.dumps({k: summary[k] for k in ("ok", "bench_rc")} | {"tests_rc": int(rc_tests)}))
+print(json.dumps({k: summary[k] for k in ("ok", "bench_rc", "fast_tests_rc", "fast_curve_rc")} | {"tests_rc": int(rc_tests)}))
 EOF
-[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ]
+[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ] && [ "$RC_FAST" = 0 ] && [ "$RC_CURVE" = 0 ]

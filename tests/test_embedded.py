@@ -21,7 +21,7 @@ PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a stri
 def smol():
     from dominotree.decode import Decoder
     from dominotree.presets import load_pair
-    return Decoder(load_pair(DEFAULT_PRESET, dtype="float32", device="cpu"))
+    return Decoder(load_pair(DEFAULT_PRESET, dtype="float32", device="cpu", weights="float32"))
 
 
 def test_default_preset_is_the_embedded_pair(smol):

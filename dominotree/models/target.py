@@ -3,6 +3,9 @@
 All DynamicCache access goes through ``cache_truncate`` / ``cache_compact`` here, because the
 cache API moves between transformers releases (``layers[i].keys`` vs ``key_cache`` lists,
 ``crop`` taking an absolute length in 4.x and a negative count in 5.24).
+
+With a fast path (``fast.FastModel``, Llama and Qwen3) the adapter runs that instead and its
+caches are ``fast.KVCache``; the same ``cache_*`` functions handle both kinds.
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+
+from .fast import KVCache
 
 
 def _layer_kv(cache):
@@ -24,6 +29,10 @@ def _layer_kv(cache):
 
 def cache_length(cache) -> int:
     return int(cache.get_seq_length())
+
+
+def is_fast_cache(cache) -> bool:
+    return isinstance(cache, KVCache)
 
 
 def cache_apply(cache, fn) -> None:
@@ -42,7 +51,9 @@ def cache_apply(cache, fn) -> None:
 
 def cache_truncate(cache, length: int) -> None:
     """Keep the first ``length`` positions."""
-    if cache_length(cache) > length:
+    if is_fast_cache(cache):
+        cache.truncate(length)
+    elif cache_length(cache) > length:
         cache_apply(cache, lambda t: t[..., :length, :].contiguous())
 
 
@@ -52,6 +63,9 @@ def cache_compact(cache, start: int, keep_rows: list[int]) -> None:
     After a tree verify the cache holds ``start + n`` positions; the accepted rows are moved to
     ``[start, start + len(keep_rows))`` and the rest dropped. Rows must be increasing.
     """
+    if is_fast_cache(cache):
+        cache.compact(start, keep_rows)
+        return
     k = len(keep_rows)
     if keep_rows == list(range(k)):
         cache_truncate(cache, start + k)
@@ -74,12 +88,19 @@ class TargetOutput:
 
 
 class Target:
-    """Thin adapter over a transformers causal LM (Qwen3, Llama, ...)."""
+    """Thin adapter over a transformers causal LM (Qwen3, Llama, ...).
 
-    def __init__(self, model, tokenizer, name: str = ""):
+    ``fast`` (a ``FastModel`` built from ``model``) replaces the transformers forward when given;
+    ``weights`` names the weights that run (``float32``, ``bf16`` or ``int4``).
+    """
+
+    def __init__(self, model, tokenizer, name: str = "", fast=None, weights: str | None = None):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
+        self.fast = fast
+        self.weights = weights or {torch.float32: "float32", torch.bfloat16: "bf16"}.get(
+            model.get_input_embeddings().weight.dtype, str(model.get_input_embeddings().weight.dtype))
         cfg = model.config
         self.config = cfg
         self.hidden_size = int(cfg.hidden_size)
@@ -110,7 +131,13 @@ class Target:
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
+    @property
+    def forward_kind(self) -> str:
+        return "fast" if self.fast is not None else "hf"
+
     def new_cache(self):
+        if self.fast is not None:
+            return self.fast.new_cache()
         return DynamicCache(config=self.config)
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor | None = None,
@@ -121,6 +148,9 @@ class Target:
         ``taps`` are 0-indexed decoder layers whose outputs are returned as features
         (``hidden_states[l + 1]``: index 0 is the embedding output).
         """
+        if self.fast is not None:
+            logits, feats = self.fast.forward(ids, positions, cache, mask, taps, slice(-1, None) if last_only else None)
+            return TargetOutput(logits, feats)
         kw = dict(input_ids=ids, position_ids=positions, use_cache=True, output_hidden_states=bool(taps))
         if mask is not None:
             kw["attention_mask"] = mask

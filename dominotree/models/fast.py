@@ -1,0 +1,253 @@
+"""The fast target forward for the Llama and Qwen3 families (gpt-fast's model file is the model).
+
+Built from a loaded transformers model's weights and config; transformers still loads the
+weights, the tokenizer and the chat template. What it does differently from the transformers
+forward:
+
+- one preallocated KV tensor ``[layers, 2, kv_heads, capacity, head_dim]`` written in place, and
+  compacted to the accepted path with one index copy (``KVCache.compact``);
+- RoPE tables computed once (by the model's own rotary module, so every RoPE variant matches);
+- fused q/k/v and gate/up products (``fuse=False`` keeps them apart, for measuring);
+- final norm and LM head only on the rows the caller needs, logits in float32;
+- weights dense (the model dtype) or 4-bit (``Int4Linear``, see ``quant.py``).
+
+The decoder layer is written out as in ``transformers``' ``LlamaDecoderLayer`` (RMSNorm in
+float32, ``rotate_half`` RoPE, SDPA), so in float32 it agrees with the transformers forward to
+float32 rounding. Families other than Llama and Qwen3 keep the transformers forward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+FAMILIES = ("llama", "qwen3")
+MIN_CAPACITY = 256
+
+
+def fast_support(config) -> str | None:
+    """Why ``config`` has no fast path, or None when it has one."""
+    kind = getattr(config, "model_type", "")
+    if kind not in FAMILIES:
+        return f"model type {kind!r} has no fast forward (only {', '.join(FAMILIES)})"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation {config.hidden_act!r} is not silu"
+    if getattr(config, "mlp_bias", False):
+        return "MLP biases are not supported"
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", False):
+        return "sliding-window attention is not supported"
+    return None
+
+
+class KVCache:
+    """Keys and values of every layer in one tensor; ``length`` positions are valid."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device, limit: int):
+        self.shape = (layers, 2, kv_heads, head_dim)
+        self.dtype, self.device, self.limit = dtype, device, limit
+        self.kv = torch.empty(0)
+        self.length = 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def reserve(self, need: int) -> None:
+        """Make room for ``need`` positions (capacity doubles; the rare growth copies once)."""
+        if need > self.limit:
+            raise ValueError(f"{need} positions exceed the target's context of {self.limit}")
+        cap = self.kv.shape[3] if self.kv.dim() == 5 else 0
+        if need <= cap:
+            return
+        new_cap = min(self.limit, max(MIN_CAPACITY, 2 * cap, need))
+        L, two, h, d = self.shape
+        kv = torch.empty((L, two, h, new_cap, d), dtype=self.dtype, device=self.device)
+        if self.length:
+            kv[:, :, :, :self.length] = self.kv[:, :, :, :self.length]
+        self.kv = kv
+
+    def truncate(self, length: int) -> None:
+        self.length = min(self.length, int(length))
+
+    def compact(self, start: int, keep_rows: list[int]) -> None:
+        """Keep rows ``keep_rows`` (increasing) of the window appended at ``start``."""
+        k = len(keep_rows)
+        if keep_rows != list(range(k)):
+            idx = torch.tensor(keep_rows, dtype=torch.long, device=self.device) + start
+            self.kv[:, :, :, start:start + k] = self.kv[:, :, :, idx]   # the gather copies first
+        self.length = start + k
+
+
+class DenseLinear:
+    """``x @ W.T (+ b)`` with the weight kept in the model dtype."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        self.weight, self.bias = weight.contiguous(), bias
+        self.out_features = weight.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    dt = x.dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(dt)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+@dataclass
+class Layer:
+    ln1: torch.Tensor
+    ln2: torch.Tensor
+    qkv: list            # one fused linear, or [q, k, v]
+    o: object
+    gate_up: list        # one fused linear, or [gate, up]
+    down: object
+    q_norm: torch.Tensor | None = None
+    k_norm: torch.Tensor | None = None
+
+
+class FastModel:
+    """The decoder of a Llama / Qwen3 causal LM, run on ``KVCache``.
+
+    ``linear(names, weight, bias)`` turns HF weights (``names``: their parameter names, several
+    when fused) into the callable used here: dense by default, 4-bit from ``quant.py``.
+    ``dtype`` is the activation dtype (default: the model's); ``head_dtype`` the LM head's
+    (float32 by default: exact float32 logits).
+    """
+
+    def __init__(self, model, linear=None, fuse: bool = True, head_dtype=torch.float32, dtype=None):
+        cfg = model.config
+        why = fast_support(cfg)
+        if why is not None:
+            raise ValueError(why)
+        inner = model.model
+        self.config = cfg
+        self.n_heads = int(cfg.num_attention_heads)
+        self.n_kv = int(cfg.num_key_value_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads)
+        self.eps = float(cfg.rms_norm_eps)
+        self.max_positions = int(getattr(cfg, "max_position_embeddings", 4096) or 4096)
+        emb = inner.embed_tokens.weight.detach()
+        self.dtype, self.device = dtype or emb.dtype, emb.device
+        w = lambda t: t.detach().to(self.dtype)   # noqa: E731 - detached: a later model.to() leaves ours alone
+        self.norm = w(inner.norm.weight)
+        head = model.get_output_embeddings().weight.detach()
+        self.head = head.to(head_dtype)
+        tied = head.data_ptr() == emb.data_ptr()
+        # a tied embedding is looked up in the head's copy when that loses nothing
+        self.embed = self.head if tied and head_dtype in (torch.float32, emb.dtype) else emb
+        self.rotary = inner.rotary_emb
+        self.cos = self.sin = None
+        self.fuse = fuse
+        self.layers = []
+        dense = lambda names, wt, b: DenseLinear(w(wt), None if b is None else w(b))   # noqa: E731
+        linear = linear or dense
+        for i, blk in enumerate(inner.layers):
+            at, mlp = blk.self_attn, blk.mlp
+            pre = f"model.layers.{i}."
+
+            def group(mods, names):
+                ws = [m.weight.detach() for m in mods]
+                bs = [m.bias.detach() if m.bias is not None else None for m in mods]
+                names = [pre + n + ".weight" for n in names]
+                if not fuse:
+                    return [linear([n], wt, b) for n, wt, b in zip(names, ws, bs)]
+                b = None if all(x is None for x in bs) else torch.cat(
+                    [x if x is not None else torch.zeros(wt.shape[0], dtype=wt.dtype) for wt, x in zip(ws, bs)])
+                return [linear(names, torch.cat(ws), b)]
+
+            qn, kn = getattr(at, "q_norm", None), getattr(at, "k_norm", None)
+            self.layers.append(Layer(
+                ln1=w(blk.input_layernorm.weight), ln2=w(blk.post_attention_layernorm.weight),
+                qkv=group([at.q_proj, at.k_proj, at.v_proj], ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"]),
+                o=group([at.o_proj], ["self_attn.o_proj"])[0],
+                gate_up=group([mlp.gate_proj, mlp.up_proj], ["mlp.gate_proj", "mlp.up_proj"]),
+                down=group([mlp.down_proj], ["mlp.down_proj"])[0],
+                q_norm=None if qn is None else w(qn.weight), k_norm=None if kn is None else w(kn.weight)))
+
+    # --- cache and RoPE ----------------------------------------------------------------------
+    def new_cache(self) -> KVCache:
+        return KVCache(len(self.layers), self.n_kv, self.head_dim, self.dtype, self.device, self.max_positions)
+
+    def _rope(self, positions: torch.Tensor):
+        """cos/sin rows for ``positions`` [n] from tables computed once per capacity."""
+        need = int(positions.max()) + 1
+        if self.cos is None or self.cos.shape[0] < need:
+            cap = min(self.max_positions, max(MIN_CAPACITY, need, 2 * (0 if self.cos is None else self.cos.shape[0])))
+            pos = torch.arange(cap, device=self.device)[None]
+            probe = torch.empty(1, dtype=self.dtype, device=self.device)
+            cos, sin = self.rotary(probe, pos)
+            self.cos, self.sin = cos[0], sin[0]
+        return self.cos[positions], self.sin[positions]
+
+    # --- forward -----------------------------------------------------------------------------
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: KVCache, mask: torch.Tensor | None = None,
+                taps: tuple[int, ...] | None = None, rows: slice | None = None):
+        """``ids``/``positions`` [1, n]; ``mask`` None (causal) or additive ``(1, 1, n, past + n)``.
+
+        Returns (logits [len(rows), V] float32, feats [1, n, len(taps) * H] or None).
+        """
+        n = ids.shape[1]
+        start = cache.length
+        cache.reserve(start + n)
+        x = F.embedding(ids[0], self.embed).to(self.dtype)
+        cos, sin = self._rope(positions[0])
+        cos, sin = cos[None], sin[None]                       # broadcast over heads
+        attn_mask, causal = self._mask(mask, n, start)
+        taps = tuple(taps or ())
+        feats = {}
+        for i, layer in enumerate(self.layers):
+            x = self._block(layer, x, cos, sin, cache.kv[i], start, n, attn_mask, causal)
+            if i in taps:
+                feats[i] = x
+        cache.length = start + n
+        h = _rms(x, self.norm, self.eps)
+        if len(self.layers) - 1 in feats:   # transformers' hidden_states[-1] is the normed output
+            feats[len(self.layers) - 1] = h
+        out = h if rows is None else h[rows]
+        logits = F.linear(out.to(self.head.dtype), self.head).float()
+        return logits, (torch.cat([feats[t] for t in taps], dim=-1)[None] if taps else None)
+
+    def _mask(self, mask, n: int, start: int):
+        """(attn_mask, is_causal) for SDPA."""
+        if mask is not None:
+            return mask.to(self.dtype), False
+        if n == 1:
+            return None, False
+        if start == 0:
+            return None, True
+        # causal rows appended after ``start`` cached positions (bottom-right aligned)
+        q = torch.arange(n, device=self.device)[:, None] + start
+        k = torch.arange(start + n, device=self.device)[None]
+        return (k <= q)[None, None], False
+
+    def _block(self, layer: Layer, x, cos, sin, kv, start: int, n: int, attn_mask, causal: bool):
+        hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
+        h = _rms(x, layer.ln1, self.eps)
+        qkv = torch.cat([lin(h) for lin in layer.qkv], dim=-1) if len(layer.qkv) > 1 else layer.qkv[0](h)
+        q, k, v = qkv.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
+        q, k, v = q.view(n, nh, hd), k.view(n, nkv, hd), v.view(n, nkv, hd)
+        if layer.q_norm is not None:
+            q, k = _rms(q, layer.q_norm, self.eps), _rms(k, layer.k_norm, self.eps)
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)     # [heads, n, hd]
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        kv[0, :, start:start + n] = k
+        kv[1, :, start:start + n] = v
+        keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
+        o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
+                                           is_causal=causal, enable_gqa=nh != nkv)
+        x = x + layer.o(o[0].transpose(0, 1).reshape(n, nh * hd))
+        h = _rms(x, layer.ln2, self.eps)
+        if len(layer.gate_up) > 1:
+            g, u = layer.gate_up[0](h), layer.gate_up[1](h)
+        else:
+            g, u = layer.gate_up[0](h).chunk(2, dim=-1)
+        return x + layer.down(F.silu(g) * u)

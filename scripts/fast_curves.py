@@ -1,0 +1,174 @@
+"""Per-forward cost curves of the embedded target and ar vs transformers ``generate``.
+
+    flock /tmp/cpu.lock .venv/bin/python scripts/fast_curves.py --out results/fast-forward
+
+1. One target forward of n rows (1, 2, 4, 8, 17, 33; a chain with the causal mask, after a
+   ``--context``-token prefill, cache cut back after each) for every weights setting on the fast
+   forward and, for bf16 / float32, on the transformers forward. Configurations interleave per
+   repeat; medians over ``--reps`` after one warm-up pass.
+2. ``ar`` tokens/s per weights setting (fast forward) against ``hf-generate`` (transformers
+   ``generate``, bf16), interleaved per prompt, greedy, ``--new`` tokens, median over prompts.
+
+Prints the tables and writes ``curves.txt`` (the same text) and ``curves.json`` to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from dominotree.bench.hf_generate import hf_generate, load_hf_model  # noqa: E402
+from dominotree.config import DecodeConfig  # noqa: E402
+from dominotree.decode import Decoder  # noqa: E402
+from dominotree.models.target import cache_truncate  # noqa: E402
+from dominotree.presets import Pair, load_target, preset_paths  # noqa: E402
+
+ROWS = (1, 2, 4, 8, 17, 33)
+CONFIGS = [("int4", "fast"), ("bf16", "fast"), ("bf16", "hf"), ("float32", "fast"), ("float32", "hf")]
+PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a string.",
+           "Give me three tips for better sleep.", "Explain what a hash table is in two sentences.",
+           "Translate 'good morning' into French and Spanish."]
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load(paths, weights, forward, fuse=True):
+    tgt = load_target(paths["target"], torch.float32, forward=forward, weights=weights, gguf=paths.get("gguf"))
+    if not fuse and tgt.fast is not None:
+        from dominotree.models.fast import FastModel
+        from dominotree.models.quant import gguf_q4_1, int4_linear
+        cfg = tgt.model.config
+        lin = int4_linear(gguf_q4_1(paths["gguf"], cfg.num_attention_heads, cfg.num_key_value_heads)) if weights == "int4" else None
+        src = load_target(paths["target"], torch.float32, forward="hf").model if weights == "int4" else tgt.model
+        tgt.fast = FastModel(src, linear=lin, fuse=False, dtype=tgt.fast.dtype)
+    return tgt
+
+
+@torch.inference_mode()
+def forward_ms(tgt, context: int, n: int) -> float:
+    cache = getattr(tgt, "_bench_cache", None)
+    if cache is None:
+        cache = tgt.new_cache()
+        ids = torch.randint(100, 20000, (1, context), generator=torch.Generator().manual_seed(0))
+        tgt.forward(ids, torch.arange(context)[None], cache, last_only=True)
+        tgt._bench_cache = cache
+    ids = torch.randint(100, 20000, (1, n), generator=torch.Generator().manual_seed(n))
+    pos = torch.arange(context, context + n)[None]
+    mask = None
+    if n > 1:   # the verify's 4D mask (here a chain), as decode passes it for a tree
+        keep = torch.ones(n, context + n, dtype=torch.bool).tril(context)
+        mask = torch.zeros(1, 1, n, context + n, dtype=tgt.dtype).masked_fill(~keep, torch.finfo(tgt.dtype).min)
+    t0 = time.perf_counter()
+    tgt.forward(ids, pos, cache, mask=mask)
+    dt = (time.perf_counter() - t0) * 1e3
+    cache_truncate(cache, context)
+    return dt
+
+
+def curves(paths, configs, context: int, reps: int, lines: list) -> dict:
+    tgts = {c: load(paths, *c[:2], fuse=c[2] if len(c) > 2 else True) for c in configs}
+    times = {(c, n): [] for c in configs for n in ROWS}
+    for rep in range(reps + 1):
+        for c in configs[rep % len(configs):] + configs[:rep % len(configs)]:
+            for n in ROWS:
+                t = forward_ms(tgts[c], context, n)
+                if rep:
+                    times[(c, n)].append(t)
+    med = {f"{'/'.join(str(x) for x in c)}": {n: statistics.median(times[(c, n)]) for n in ROWS} for c in configs}
+    lines.append(f"per-forward ms (median of {reps}), context {context}; rows: " + " ".join(f"{n:>7}" for n in ROWS))
+    for name, row in med.items():
+        lines.append(f"  {name:<22}" + " ".join(f"{row[n]:7.2f}" for n in ROWS))
+    return med
+
+
+def ar_vs_generate(paths, weights_list, new: int, lines: list) -> dict:
+    from dominotree.models.smollm2 import ensure_smollm2  # noqa: F401 - paths come from the preset
+    decs = {w: Decoder(Pair(load_target(paths["target"], torch.float32, weights=w, gguf=paths.get("gguf")), name="smollm2"),
+                       annotate=False) for w in weights_list}
+    hf = load_hf_model(paths["target"])
+    eos = next(iter(decs.values())).target.eos_ids
+    tps = {k: [] for k in [*weights_list, "hf-generate"]}
+    same = {w: 0 for w in weights_list}
+    for p_i, prompt in enumerate([PROMPTS[0]] + PROMPTS):   # the first is a warm-up
+        ids = next(iter(decs.values())).encode_prompt(prompt)
+        order = [*weights_list, "hf-generate"]
+        order = order[p_i % len(order):] + order[:p_i % len(order)]
+        gen = None
+        outs = {}
+        for k in order:
+            if k == "hf-generate":
+                r = hf_generate(hf, ids, new, eos_ids=eos)
+                gen = r["token_ids"]
+                t = r["tokens_per_s"]
+            else:
+                tr = decs[k].generate(ids, DecodeConfig(method="ar", max_new_tokens=new))
+                outs[k] = tr.token_ids
+                t = tr.tokens_per_s
+            if p_i:
+                tps[k].append(t)
+        if p_i:
+            for w in weights_list:
+                same[w] += outs[w] == gen[:len(outs[w])]
+    med = {k: statistics.median(v) for k, v in tps.items()}
+    base = med["hf-generate"]
+    lines.append(f"ar tokens/s (median over {len(PROMPTS)} prompts, {new} new tokens, greedy) vs hf-generate (bf16):")
+    for k, v in med.items():
+        extra = "" if k == "hf-generate" else f"  x{v / base:.2f} of hf-generate; output == hf-generate on {same[k]}/{len(PROMPTS)}"
+        lines.append(f"  {('ar ' + k) if k != 'hf-generate' else k:<22} {v:7.1f} tok/s{extra}")
+    return {"tokens_per_s": med, "ratio": {k: med[k] / base for k in weights_list}, "same_as_hf_generate": same}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="results/fast-forward")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--skip-ar", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    paths = preset_paths("smollm2")
+    lines = [f"CPU: {cpu_name()}, {a.threads} threads; torch {torch.__version__}",
+             f"command: {' '.join(sys.argv)}"]
+    res = {"cpu": cpu_name(), "threads": a.threads, "torch": torch.__version__}
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save():
+        text = "\n".join(lines)
+        (out / "curves.txt").write_text(text + "\n")
+        (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
+        print(text, flush=True)
+
+    res["curves"] = curves(paths, CONFIGS + [("int4", "fast", False)], a.context, a.reps, lines)
+    lines.append("  (int4/fast/False: q/k/v and gate/up unfused)")
+    save()
+    if not a.skip_ar:
+        res["ar"] = ar_vs_generate(paths, ["int4", "bf16", "float32"], a.new, lines)
+        save()
+    print(json.dumps({"ratio": res.get("ar", {}).get("ratio")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
