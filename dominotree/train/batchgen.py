@@ -27,8 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 from transformers import DynamicCache
-
-from dominotree.models.target import cache_apply
+from transformers.cache_utils import DynamicLayer
 
 
 @dataclass
@@ -70,6 +69,63 @@ def sample_row(logits: torch.Tensor, temperature: float, top_p: float, gen: torc
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
+class _SlotLayer(DynamicLayer):
+    """A layer cache written in place: a preallocated [B, heads, capacity, hd] buffer (doubled
+    when full) instead of DynamicLayer's ``torch.cat`` per step, which copies the whole cache of
+    every layer at every step (gigabytes per step at 64 slots)."""
+
+    def __init__(self, capacity: int = 512):
+        super().__init__()
+        self.cap, self.n = capacity, 0
+        self._k = self._v = None
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        b, h, _, d = key_states.shape
+        self._k = key_states.new_empty(b, h, self.cap, d)
+        self._v = value_states.new_empty(b, h, self.cap, d)
+        self.device = key_states.device
+        self.is_initialized = True
+
+    def _views(self):
+        self.keys, self.values = self._k[:, :, : self.n], self._v[:, :, : self.n]
+        return self.keys, self.values
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        t = key_states.shape[-2]
+        if self.n + t > self.cap:
+            self.cap = max(2 * self.cap, self.n + t)
+            grow = lambda buf: torch.cat([buf[:, :, : self.n], buf.new_empty(*buf.shape[:2], self.cap - self.n, buf.shape[-1])], 2)
+            self._k, self._v = grow(self._k), grow(self._v)
+        self._k[:, :, self.n: self.n + t] = key_states
+        self._v[:, :, self.n: self.n + t] = value_states
+        self.n += t
+        return self._views()
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def select_rows(self, idx: torch.Tensor) -> None:
+        if self.is_initialized:
+            self._k, self._v = self._k.index_select(0, idx), self._v.index_select(0, idx)
+            self._views()
+
+    def crop_left(self, cut: int) -> None:
+        if self.is_initialized and cut > 0:
+            keep = self.n - cut
+            self._k[:, :, :keep] = self._k[:, :, cut: self.n].clone()
+            self._v[:, :, :keep] = self._v[:, :, cut: self.n].clone()
+            self.n = keep
+            self._views()
+
+
+def slot_cache(config, capacity: int = 512) -> DynamicCache:
+    cache = DynamicCache(config=config)
+    cache.layers = [_SlotLayer(capacity) for _ in range(int(config.num_hidden_layers))]
+    return cache
+
+
 class SlotGenerator:
     """Greedy or sampled generation of many requests through one HF causal LM, ``slots`` at a time."""
 
@@ -99,7 +155,7 @@ class SlotGenerator:
         dtype = self.model.get_input_embeddings().weight.dtype
         neg = torch.finfo(dtype).min
         live: list[_Slot | None] = [None] * self.slots
-        cache = DynamicCache(config=self.model.config)
+        cache = slot_cache(self.model.config)
         base = 0          # absolute column index of cache column 0
         col = 0           # absolute index of the column this step writes
         row_order: list[int] = []   # cache row of each live slot, in slot order
@@ -134,7 +190,8 @@ class SlotGenerator:
             mask.masked_fill_(~allowed[:, None, None, :], neg)
             if len(rows) < cache_rows(cache):
                 keep = torch.tensor(row_order, device=dev)
-                cache_apply(cache, lambda t: t.index_select(0, keep))
+                for layer in cache.layers:
+                    layer.select_rows(keep)
             logits = self._forward(ids, pos, mask, cache)
             self.steps += 1
             col += 1
@@ -159,16 +216,12 @@ class SlotGenerator:
             if self.steps % self.crop_every == 0 and nxt:
                 lo = min(live[i].start for i in nxt)
                 if lo > base:
-                    cut = lo - base
-                    cache_apply(cache, lambda t: t[..., cut:, :].contiguous())
+                    for layer in cache.layers:
+                        layer.crop_left(lo - base)
                     base = lo
 
 
 def cache_rows(cache) -> int:
-    """Batch rows held by a DynamicCache (0 before the first forward)."""
-    layers = getattr(cache, "layers", None)
-    if layers:
-        k = getattr(layers[0], "keys", None)
-        return 0 if k is None or k.numel() == 0 else int(k.shape[0])
-    kc = getattr(cache, "key_cache", None)
-    return int(kc[0].shape[0]) if kc else 0
+    """Batch rows held by a slot cache (0 before the first forward)."""
+    layer = cache.layers[0]
+    return int(layer._k.shape[0]) if layer.is_initialized else 0
