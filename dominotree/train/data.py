@@ -1,0 +1,78 @@
+"""Self-distillation records as training sequences, and the held-out split.
+
+Records are JSON lines (``selfdistill``'s format) in ``shard-*.jsonl.gz`` (gzip) or ``*.jsonl``
+files; a torn last line or gzip member, left by a kill, is skipped.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+def read_records(folder: Path) -> list[dict]:
+    """All complete records under ``folder``, shard by shard in name order."""
+    recs = []
+    for shard in sorted(Path(folder).glob("*.jsonl*")):
+        if shard.name.endswith(".tmp"):
+            continue
+        opener = gzip.open if shard.suffix == ".gz" else open
+        try:
+            with opener(shard, "rt") as f:
+                for line in f:
+                    try:
+                        recs.append(json.loads(line))
+                    except ValueError:
+                        pass
+        except (OSError, EOFError):
+            pass  # a torn gzip member: the complete lines before it were kept
+    return recs
+
+
+@dataclass
+class Seq:
+    ids: torch.Tensor        # [T] long
+    prompt_len: int
+    sampled: bool
+    key: int                 # index in the full list (feature-cache key)
+
+    @property
+    def n_anchor(self) -> int:
+        """Anchors p in [prompt_len, T-2]: the bonus token is a generated token, and at least
+        one token follows it."""
+        return max(0, len(self.ids) - 1 - self.prompt_len)
+
+
+def read_data(folder: Path, min_answer: int = 2) -> list[Seq]:
+    """The usable records under ``folder`` as sequences (answers of at least ``min_answer`` tokens)."""
+    if not any(Path(folder).glob("*.jsonl*")):
+        raise SystemExit(f"error: no *.jsonl or *.jsonl.gz shards in {folder}")
+    out: list[Seq] = []
+    for r in read_records(folder):
+        try:
+            ids, pl = r["ids"], int(r["prompt_len"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if len(ids) - pl < min_answer:
+            continue
+        out.append(Seq(torch.tensor(ids, dtype=torch.long), pl, bool(r.get("sampled", False)), len(out)))
+    if not out:
+        raise SystemExit(f"error: no usable records in {folder}")
+    return out
+
+
+def split_heldout(seqs: list[Seq], n_eval: int, seed: int) -> tuple[list[Seq], list[Seq]]:
+    """Held-out set: ``n_eval`` sequences, greedy ones first (they are what T=0 decoding sees)."""
+    rng = random.Random(seed + 12345)
+    idx = list(range(len(seqs)))
+    rng.shuffle(idx)
+    n_eval = min(n_eval, max(1, len(seqs) // 10))
+    greedy = [i for i in idx if not seqs[i].sampled and seqs[i].n_anchor >= 4]
+    gset = set(greedy)
+    rest = [i for i in idx if i not in gset]
+    ev = set((greedy + rest)[:n_eval])
+    return [s for i, s in enumerate(seqs) if i not in ev], [seqs[i] for i in sorted(ev)]

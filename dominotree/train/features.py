@@ -1,0 +1,74 @@
+"""The target's tapped hidden states for training, computed once per sequence and cached."""
+from __future__ import annotations
+
+import torch
+
+from dominotree.train.data import Seq
+
+class _Stop(Exception):
+    pass
+
+
+class TargetFeatures:
+    """Tapped target features ``hidden_states[l+1]`` (decoder layer ``l`` outputs), concatenated.
+
+    Forward hooks on the tapped layers; the forward stops after the last tapped layer (the
+    remaining layers, the final norm and the LM head are never run). Features are kept in a
+    bounded in-memory cache (bf16) so later epochs skip the target forward.
+    """
+
+    def __init__(self, model, taps: tuple[int, ...], cache_gb: float):
+        self.model = model
+        self.taps = tuple(taps)
+        self.last = max(taps)
+        self.cap = int(cache_gb * 2**30)
+        self.used = 0
+        self.cache: dict[int, torch.Tensor] = {}
+        self.hits = self.misses = 0
+        self._cap: dict[int, torch.Tensor] = {}
+        self._handles = []
+        self._active = False
+        layers = model.model.layers
+        for l in sorted(set(self.taps)):
+            self._handles.append(layers[l].register_forward_hook(self._hook(l)))
+
+    def _hook(self, l):
+        def fn(_mod, _inp, out):
+            if not self._active:  # the hooks act only inside compute()
+                return None
+            self._cap[l] = out[0] if isinstance(out, (tuple, list)) else out
+            if l == self.last:
+                raise _Stop
+        return fn
+
+    @torch.no_grad()
+    def compute(self, ids: torch.Tensor) -> torch.Tensor:
+        self._cap = {}
+        self._active = True
+        try:
+            self.model.model(input_ids=ids[None], use_cache=False)
+        except _Stop:
+            pass
+        finally:
+            self._active = False
+        n_layers = len(self.model.model.layers)
+        if n_layers - 1 in self._cap:
+            # transformers' hidden_states[-1] is the final-normed output, and the decoder's
+            # target adapter reads hidden_states[l + 1]: match it for a tap on the last layer
+            self._cap[n_layers - 1] = self.model.model.norm(self._cap[n_layers - 1])
+        feats = torch.cat([self._cap[l] for l in self.taps], dim=-1)
+        self._cap = {}
+        return feats  # [1, T, L*H]
+
+    def __call__(self, seq: Seq, keep: bool = True) -> torch.Tensor:
+        f = self.cache.get(seq.key)
+        if f is not None:
+            self.hits += 1
+            return f
+        self.misses += 1
+        f = self.compute(seq.ids)
+        nbytes = f.numel() * f.element_size()
+        if keep and self.used + nbytes <= self.cap:
+            self.cache[seq.key] = f
+            self.used += nbytes
+        return f
