@@ -446,3 +446,22 @@ def test_profile_rounds_splits_every_stage(tiny_pair, monkeypatch, capsys):
     assert dom["backbone"] > 0 and dom["attention"] > 0 and dom["head"] > 0
     parts = sum(v for k, v in dom.items() if k != "round")
     assert parts == pytest.approx(dom["round"], abs=1e-3)      # the parts add up to the round (rounded to 1e-4 ms each)
+
+
+def test_bench_hf_generate_reference_row(tmp_path, bench_cli):
+    """``hf-generate`` (plain transformers generate, bf16) is a row with tokens/s and a speedup over
+    ``ar``, and no lossless verdict (another precision, not a decoder of this target); greedy only."""
+    out = tmp_path / "hf"
+    code, stdout, err = bench_cli("--prompts", str(_prompts(tmp_path)), "--methods", "ar,hf-generate",
+                                  "--max-new-tokens", "5", "--out", str(out))
+    assert code == 0, err
+    last = json.loads(stdout.strip().splitlines()[-1])
+    hf = last["methods"]["hf-generate"]
+    assert hf["tokens_per_s"] > 0 and hf["speedup"] is not None and hf["lossless"] is None
+    assert hf["tau"] == pytest.approx(1.0)
+    recs = [json.loads(l) for l in (out / "answers/T0.0/hf-generate.jsonl").read_text().splitlines()]
+    c = recs[1]["choices"][0]
+    assert len(c["turns"]) == 2 and all(0 < n <= 5 for n in c["new_tokens"])
+    code, _, err = bench_cli("--prompts", str(_prompts(tmp_path)), "--methods", "ar,hf-generate",
+                             "--temperatures", "0,1", "--out", str(tmp_path / "hf1"))
+    assert code != 0 and "--temperatures 0" in err and "Traceback" not in err

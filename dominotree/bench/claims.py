@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .variants import REFERENCE_ROWS
+
 
 @dataclass
 class Claim:
@@ -48,7 +50,7 @@ def evaluate(res: dict) -> list[Claim]:
         if FOCUS not in rows:
             continue
         f = rows[FOCUS]
-        others = {l: r for l, r in rows.items() if l not in (FOCUS, "ar")}
+        others = {l: r for l, r in rows.items() if l not in (FOCUS, "ar") and l not in REFERENCE_ROWS}
 
         def add(key, text, ok, ev):
             out.append(Claim(t, key, text, bool(ok), ev))

@@ -38,7 +38,7 @@ from .machine import hardware_info, versions_info
 from .report import final_object, human_table
 from .run import SEED_BASE, _bench_decoder, check_prompts, encode_messages, read_answers, run_bench
 from .summary import ADAPTIVE, _per_prompt, summarize
-from .variants import Variant, parse_variants, user_error as _user_error
+from .variants import HF_GENERATE, Variant, parse_variants, user_error as _user_error
 
 
 def _floats(s: str, name: str) -> list[float]:
@@ -196,6 +196,8 @@ def main(argv=None) -> int:
             TreeConfig(**{k: getattr(v.tree, k) for k in ("budget", "corr_topm", "node_topk", "max_depth")})
     else:
         variants = parse_variants(a.methods, base) if a.methods else None
+    if variants and any(v.method == HF_GENERATE for v in variants) and any(t > 0 for t in temps):
+        raise _user_error(f"{HF_GENERATE} is the greedy reference: run it with --temperatures 0")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
@@ -208,7 +210,8 @@ def main(argv=None) -> int:
     if variants is None:
         variants = [Variant(m, m, base) for m in METHODS if _has_drafter(pair, m)]
     for v in variants:
-        pair.drafter_for(v.method)   # clear error when a drafter is missing or mismatched
+        if v.method != HF_GENERATE:
+            pair.drafter_for(v.method)   # clear error when a drafter is missing or mismatched
     out = Path(a.out) if a.out else Path("results") / f"bench-{pair.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / "answers").is_dir() and any((out / "answers").rglob("*.jsonl")):
         if a.overwrite:

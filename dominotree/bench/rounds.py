@@ -52,6 +52,9 @@ class StageHooks:
         self.acc: dict[str, float] = {}
         self._t: dict[int, float] = {}
         self.handles = []
+        self.fast = getattr(dec.target, "fast", None)
+        if self.fast is not None:   # the fast forward has no modules to hook: it calls our timer
+            self.fast.timer = self._timed
         m = dec.target.model
         core = getattr(m, "model", m)
         for layer in core.layers:
@@ -83,6 +86,16 @@ class StageHooks:
                 self.acc[part] = self.acc.get(part, 0.0) + (self._now() - t0) * 1e3
         self.handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
 
+    @contextmanager
+    def _timed(self, name: str):
+        t0 = self._now()
+        try:
+            yield
+        finally:
+            if self.stage is not None:
+                part = self._part(name)
+                self.acc[part] = self.acc.get(part, 0.0) + (self._now() - t0) * 1e3
+
     def _part(self, name: str) -> str:
         if name == "lm_head":
             return "draft_lm_head" if self.stage == "draft" else "head"
@@ -103,6 +116,8 @@ class StageHooks:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+        if self.fast is not None:
+            self.fast.timer = None
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import STAGES, ConfigError, DecodeConfig
 from . import stats
 from .machine import hardware_info, versions_info
-from .variants import Variant, user_error as _user_error
+from .variants import HF_GENERATE, Variant, user_error as _user_error
 
 SEED_BASE = 1000
 
@@ -57,6 +57,27 @@ def encode_messages(dec, messages: list[dict], chat: bool = True) -> list[int]:
     return [int(i) for i in ids]
 
 
+def _hf_model(dec):
+    """The ``hf-generate`` reference model: the target's folder through plain transformers, bf16."""
+    if getattr(dec, "_hf_model", None) is None:
+        from .hf_generate import load_hf_model
+        dec._hf_model = load_hf_model(dec.pair.paths["target"], device=str(dec.target.device))
+    return dec._hf_model
+
+
+def _hf_turn(dec, ids: list[int], max_new_tokens: int):
+    """One greedy ``generate`` turn of the reference row, shaped like a DecodeTrace for the record."""
+    from types import SimpleNamespace
+    from .hf_generate import hf_generate
+    rec = hf_generate(_hf_model(dec), ids, max_new_tokens, eos_ids=dec.target.eos_ids)
+    toks = rec["token_ids"]
+    end = next((i + 1 for i, t in enumerate(toks) if t in dec.target.eos_ids), len(toks))
+    toks = toks[:end]
+    text = dec.target.tokenizer.decode(toks, skip_special_tokens=True)
+    rounds = [SimpleNamespace(accept_len=1, tree=SimpleNamespace(num_nodes=1), stage_ms={}) for _ in toks]
+    return SimpleNamespace(text=text, token_ids=toks, wall_s=rec["wall_time"], rounds=rounds, stopped="")
+
+
 def run_choice(dec, prompt, variant: Variant, temperature: float, prompt_idx: int, max_new_tokens: int,
                builder: str, ab_builder: str | None, chat: bool, index: int = 0) -> dict:
     """All turns of one prompt with one variant: one Spec-Bench ``choice`` plus our fields."""
@@ -68,9 +89,12 @@ def run_choice(dec, prompt, variant: Variant, temperature: float, prompt_idx: in
         messages.append({"role": "user", "content": turn})
         ids = encode_messages(dec, messages, chat)
         seed = SEED_BASE + 100 * prompt_idx + ti
-        cfg = DecodeConfig(method=variant.method, temperature=float(temperature), max_new_tokens=max_new_tokens,
-                           seed=seed, builder=builder, ab_builder=ab_builder, tree=variant.tree)
-        tr = dec.generate(ids, cfg)
+        if variant.method == HF_GENERATE:
+            tr = _hf_turn(dec, ids, max_new_tokens)
+        else:
+            tr = dec.generate(ids, DecodeConfig(method=variant.method, temperature=float(temperature),
+                                                max_new_tokens=max_new_tokens, seed=seed, builder=builder,
+                                                ab_builder=ab_builder, tree=variant.tree))
         messages.append({"role": "assistant", "content": tr.text})
         ch["turns"].append(tr.text)
         ch["new_tokens"].append(len(tr.token_ids))
@@ -176,6 +200,9 @@ def run_bench(dec, prompts, variants: list[Variant], temperatures: list[float], 
             for v in _rotate(variants, pi) if (tkey(t), v.label, p.id) not in done]
     if warmup and todo:
         for v in variants:   # one short decode per method: allocator, kernels, caches
+            if v.method == HF_GENERATE:
+                _hf_turn(dec, dec.encode_prompt("Warmup"), 16)
+                continue
             dec.generate("Warmup", DecodeConfig(method=v.method, temperature=float(temperatures[0]), max_new_tokens=16,
                                                 seed=0, builder=builder, tree=v.tree))
     bar = tqdm(total=len(todo) * repeats, desc="bench", unit="decode", file=sys.stderr, disable=not progress,

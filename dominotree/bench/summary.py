@@ -11,7 +11,7 @@ from ..config import STAGES
 from . import claims, stats
 from .report import ADAPTIVE, _tie_notes, ci_markdown, headline_markdown, summary_markdown
 from .run import read_answers, tkey
-from .variants import user_error as _user_error
+from .variants import REFERENCE_ROWS, user_error as _user_error
 
 
 def _per_prompt(recs: list[dict]) -> dict:
@@ -38,7 +38,7 @@ def _lossless_rows(by: dict, temps: list[str], labels: list[str]) -> list[dict]:
             continue
         ar = by[(t, "ar")]
         for lab in labels:
-            if lab == "ar":
+            if lab == "ar" or lab in REFERENCE_ROWS:
                 continue
             for qid, rec in by.get((t, lab), {}).items():
                 if qid not in ar:
@@ -107,7 +107,8 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
                             "new_tokens": stats.mean(sum(c["new_tokens"]) for r in sub for c in r["choices"])})
                 if scope == "overall":
                     eq = loss_by.get((t, lab))
-                    row["lossless"] = (all(eq) if eq else None) if lab != "ar" else (True if float(t) < 1e-5 else None)
+                    row["lossless"] = (None if lab in REFERENCE_ROWS else (all(eq) if eq else None) if lab != "ar"
+                                       else (True if float(t) < 1e-5 else None))
                     row["lossless_mismatches"] = (len(eq) - sum(eq)) if eq else 0
                 rows.append(row)
         # paired bootstrap CIs of throughput ratios over prompts

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from .stats import first_difference
+from .variants import REFERENCE_ROWS
 
 COLUMNS = ["temperature", "label", "question_id", "turn", "token", "ar_token", "method_token", "gap", "rank"]
 
@@ -37,7 +38,7 @@ def diagnose(dec, prompts: dict, by: dict, encode, chat: bool = True) -> list[di
     differs from ``ar``'s. ``encode(dec, messages, chat)`` builds the prompt ids of a turn."""
     rows = []
     for (t, label), recs in sorted(by.items()):
-        if float(t) >= 1e-5 or label == "ar" or (t, "ar") not in by:
+        if float(t) >= 1e-5 or label == "ar" or label in REFERENCE_ROWS or (t, "ar") not in by:
             continue
         ar = by[(t, "ar")]
         for qid, rec in sorted(recs.items()):

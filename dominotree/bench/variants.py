@@ -30,14 +30,22 @@ class Variant:
         return self.tree.budget
 
 
+HF_GENERATE = "hf-generate"
+# Rows that are not decoders of this target (another implementation, its own precision): they get
+# a tokens/s and a speedup, but no lossless check, tie diagnosis or paper claim.
+REFERENCE_ROWS = (HF_GENERATE,)
+
 _SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+|auto))?(?:/m(?P<topm>\d+|full))?$")
 
 
 def parse_variant(spec: str, base: TreeConfig) -> Variant:
     s = spec.strip().lower()
+    if s == HF_GENERATE:
+        return Variant(HF_GENERATE, HF_GENERATE, base)
     m = _SPEC.match(s)
     if not m or m["m"] not in METHODS:
-        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM] with NAME one of {', '.join(METHODS)}")
+        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM] with NAME one of {', '.join(METHODS)}, "
+                          f"or {HF_GENERATE} (plain transformers generate, bf16)")
     tree = base
     label = m["m"]
     auto = m["b"] == "auto"

@@ -17,6 +17,8 @@ float32 rounding. Families other than Llama and Qwen3 keep the transformers forw
 """
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 
 import torch
@@ -113,6 +115,10 @@ class Layer:
     k_norm: torch.Tensor | None = None
 
 
+def _untimed(part: str):
+    return contextlib.nullcontext()
+
+
 class FastModel:
     """The decoder of a Llama / Qwen3 causal LM, run on ``KVCache``.
 
@@ -123,6 +129,7 @@ class FastModel:
     """
 
     def __init__(self, model, linear=None, fuse: bool = True, head_dtype=torch.float32, dtype=None):
+        self.timer = None     # optional ``timer(part)`` -> context manager (profile-rounds); None: untimed
         cfg = model.config
         why = fast_support(cfg)
         if why is not None:
@@ -197,6 +204,7 @@ class FastModel:
         n = ids.shape[1]
         start = cache.length
         cache.reserve(start + n)
+        time = self.timer or _untimed
         x = F.embedding(ids[0], self.embed).to(self.dtype)
         cos, sin = self._rope(positions[0])
         cos, sin = cos[None], sin[None]                       # broadcast over heads
@@ -204,15 +212,18 @@ class FastModel:
         taps = tuple(taps or ())
         feats = {}
         for i, layer in enumerate(self.layers):
-            x = self._block(layer, x, cos, sin, cache.kv[i], start, n, attn_mask, causal)
+            with time("layer"):
+                x = self._block(layer, x, cos, sin, cache.kv[i], start, n, attn_mask, causal)
             if i in taps:
                 feats[i] = x
         cache.length = start + n
-        h = _rms(x, self.norm, self.eps)
+        with time("head"):
+            h = _rms(x, self.norm, self.eps)
         if len(self.layers) - 1 in feats:   # transformers' hidden_states[-1] is the normed output
             feats[len(self.layers) - 1] = h
         out = h if rows is None else h[rows]
-        logits = F.linear(out.to(self.head.dtype), self.head).float()
+        with time("lm_head"):
+            logits = F.linear(out.to(self.head.dtype), self.head).float()
         return logits, (torch.cat([feats[t] for t in taps], dim=-1)[None] if taps else None)
 
     def _mask(self, mask, n: int, start: int):
@@ -242,8 +253,9 @@ class FastModel:
         kv[0, :, start:start + n] = k
         kv[1, :, start:start + n] = v
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
-        o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
-                                           is_causal=causal, enable_gqa=nh != nkv)
+        with (self.timer or _untimed)("attention"):
+            o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
+                                               is_causal=causal, enable_gqa=nh != nkv)
         x = x + layer.o(o[0].transpose(0, 1).reshape(n, nh * hd))
         h = _rms(x, layer.ln2, self.eps)
         if len(layer.gate_up) > 1:
