@@ -18,7 +18,8 @@ import random
 from dataclasses import dataclass
 
 from dominotree.train import prompts_long
-from dominotree.train.prompts import CATEGORIES, training_prompts
+from dominotree.train.overlap import EvalIndex
+from dominotree.train.prompts import CATEGORIES, load_eval, training_prompts
 
 KIND_MIX = {"template": 0.45, "long": 0.15, "self": 0.25, "multiturn": 0.15}
 SELF_CATEGORY_MIX = {"chat": 0.5, "math": 0.2, "code": 0.3}
@@ -42,8 +43,9 @@ class Plan:
     def __init__(self, seed: int = 0, pool: int = 20000, sample_frac: float = 0.3):
         self.seed = seed
         self.sample_frac = sample_frac
-        self.templates = training_prompts(pool, seed)
-        self._next_template = 0
+        # stricter than the pool's own filter: no 8-word n-gram in common with an evaluation prompt
+        self.evals = EvalIndex(p.prompt for p in load_eval())
+        self.templates = [p for p in training_prompts(pool, seed) if self.evals.find(p.prompt) is None]
 
     def job(self, j: int) -> Job:
         rng = random.Random(self.seed * 1_000_003 + j)
@@ -57,7 +59,10 @@ class Plan:
             return Job(f"{kind}-{j:07d}", kind, p.category, p.prompt, follow_up=fu, sampled=sampled, seed=seed)
         if kind == "long":
             cat = rng.choice(["math", "code"])
-            text = prompts_long.long_math(rng) if cat == "math" else prompts_long.long_code(rng)
+            make = prompts_long.long_math if cat == "math" else prompts_long.long_code
+            text = make(rng)
+            while self.evals.find(text) is not None:   # redraw (seeded) until disjoint from the eval set
+                text = make(rng)
             return Job(f"long-{j:07d}", kind, cat, text, sampled=sampled, seed=seed)
         cat = rng.choices(list(SELF_CATEGORY_MIX), weights=list(SELF_CATEGORY_MIX.values()))[0]
         opener = rng.choice(prompts_long.SELF_OPENERS[cat])

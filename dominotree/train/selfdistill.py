@@ -133,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     from dominotree.models.smollm2 import ensure_smollm2
     from dominotree.train.batchgen import Request, SlotGenerator
     from dominotree.train.jobs import Plan
-    from dominotree.train.overlap import EvalIndex
-    from dominotree.train.prompts import load_eval
     from dominotree.train.selfprompt import clean_request, opener_ids
 
     if a.threads:
@@ -148,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     if not end_ids:
         raise SystemExit(f"none of the end tokens {END_TOKENS} is in the tokenizer")
     chat = Chat(tok)
-    evals = EvalIndex(p.prompt for p in load_eval())
     plan = Plan(a.seed, a.pool, a.sample_frac)
+    evals = plan.evals
     done = {r["id"] for r in read_examples(a.out)}
     log(f"model {path} dtype={a.dtype} threads={torch.get_num_threads()} slots={a.slots} "
         f"end_ids={sorted(end_ids)}; plan pool {len(plan.templates)}; done {len(done)}; "
