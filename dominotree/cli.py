@@ -39,7 +39,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--weights", default=None, choices=["int4", "bf16", "float32"],
-                   help="target weights (default: int4 for the embedded smollm2 on the CPU, else --dtype)")
+                   help="target weights (default: --dtype; int4 packs the GGUF's Q4_1 blocks, with bf16 activations)")
     g.add_argument("--forward", default="fast", choices=["fast", "hf"],
                    help="target forward: fast (Llama/Qwen3; others fall back) or the transformers one")
 
