@@ -60,6 +60,16 @@ def tree_data(page) -> dict:
     }""")
 
 
+def wait_tree(page, timeout_ms: int = 30_000) -> dict:
+    """The draft tree once plotly has drawn it: the figures follow the run's final status (they are
+    not drawn while decoding), and plotly renders asynchronously after the update arrives."""
+    page.wait_for_function("""() => {
+        const g = document.querySelector('#tree .js-plotly-plot');
+        return g && g.data && g.data.some(t => t.name === 'nodes' && t.x.length > 0);
+    }""", timeout=timeout_ms)
+    return tree_data(page)
+
+
 def set_number(page, elem_id: str, value) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -114,7 +124,7 @@ def test_run_scrub_export_import(app, page, tmp_path):
     assert page.locator("#pane-0-text .dt-text .dt-tok").count() == 24
 
     # the tree of the last round is drawn; the whole run exports as JSON
-    first = tree_data(page)
+    first = wait_tree(page)
     assert first and first["nodes"] > 1
     saved = download(page, "export-json", tmp_path)
     doc = json.loads(saved.read_text())
