@@ -231,3 +231,53 @@ def test_resume_continues_the_same_schedule(tiny, tmp_path):
     # a state made with other schedule flags is refused
     with pytest.raises(SystemExit, match="other settings"):
         run("b", "--resume", "--lr", "0.5")
+
+
+def test_head_vocab_candidates_and_labels():
+    from dominotree.train.headvocab import HeadVocab, frequent_tokens
+    answers = [torch.tensor([5, 5, 7, 9, 9, 9]), torch.tensor([7, 3, 3])]
+    # counts: 9:3, 3:2, 5:2, 7:2 -> top 3 = 9 and the two smallest ids among the ties (3, 5)
+    assert frequent_tokens(answers, 3, 12).tolist() == [3, 5, 9]
+    with pytest.raises(ValueError):
+        frequent_tokens(answers, 0, 12)
+    hv = HeadVocab(frequent_tokens(answers, 3, 12))
+    assert hv.coverage(answers) == pytest.approx(7 / 9)
+    la, lb = torch.tensor([11, 3]), torch.tensor([0, 9, 11])
+    cand, (ia, ib) = hv(la, lb)
+    assert cand.tolist() == [0, 3, 5, 9, 11]
+    assert cand[ia].tolist() == la.tolist() and cand[ib].tolist() == lb.tolist()
+
+
+def test_head_vocab_logits_are_the_full_logits_restricted(tiny):
+    """The candidate-set loss scores exactly the full logits' columns of its candidates (base and
+    Domino-corrected), so it is the full softmax restricted to them: never above the full CE."""
+    from dominotree.train.headvocab import HeadVocab
+    a, target, d, m = _setup(tiny, ["--no-amp"])
+    with torch.no_grad():
+        m.embed_proj[2].weight.normal_()     # a non-zero correction, so the restriction is tested
+    tr = Trainer(a, target, d, m)
+    torch.manual_seed(0)
+    z, s = torch.randn(7, 64), torch.randn(7, 32)
+    row = torch.tensor([0, 1, 2, 3, 4, 5, 6])
+    lab = torch.tensor([4, 40, 41, 299, 20, 4, 150])
+    cand, (idx,) = HeadVocab(torch.tensor([1, 2, 4, 100]))(lab)
+    with torch.no_grad():
+        base, final = tr._domino_logits(z, s, row, None)
+        base_c, final_c = tr._domino_logits(z, s, row, cand)
+    torch.testing.assert_close(base_c, base[:, cand])
+    torch.testing.assert_close(final_c, final[:, cand])
+    full = torch.nn.functional.cross_entropy(final, lab)
+    restricted = torch.nn.functional.cross_entropy(final_c, idx)
+    assert restricted <= full
+
+
+def test_main_with_head_vocab_trains_and_logs_it(tiny, tmp_path):
+    log = tmp_path / "log.txt"
+    rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"),
+                 "--out-dflash", str(tmp_path / "d"), "--out-domino", str(tmp_path / "m"), "--max-steps", "2",
+                 "--time-budget-min", "5", "--log", str(log), "--n-eval", "2", "--head-vocab", "50", *ARGS])
+    assert rc == 0
+    text = log.read_text()
+    assert "head vocabulary: the 50 most frequent answer tokens" in text
+    vocab = [int(line.split(" vocab ")[1].split()[0]) for line in text.splitlines() if line.startswith("[") and "| rows " in line]
+    assert vocab and all(50 <= v < VOCAB for v in vocab)

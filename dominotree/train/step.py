@@ -11,10 +11,12 @@ from dominotree.models.drafter import Drafter
 from dominotree.train.blocks import Blocks, make_blocks, pick_anchors, row_weights
 from dominotree.train.data import Seq
 from dominotree.train.features import TargetFeatures
+from dominotree.train.headvocab import HeadVocab
 
 class Trainer:
-    def __init__(self, a, target, dflash: Drafter, domino: Drafter):
+    def __init__(self, a, target, dflash: Drafter, domino: Drafter, vocab: HeadVocab | None = None):
         self.a = a
+        self.vocab = vocab                                       # None: the loss over all tokens
         self.target = target
         self.dflash = dflash
         self.domino = domino
@@ -41,16 +43,22 @@ class Trainer:
         s, _ = self.domino.prefix_gru(emb)                              # [A, B, G] fp32
         return z_d, z_m, s.reshape(-1, s.shape[-1])
 
-    def _head(self, z: torch.Tensor) -> torch.Tensor:
-        w = self.head_w.to(z.dtype) if self.a.no_amp else self.head_w
+    def _head(self, z: torch.Tensor, cand: torch.Tensor | None = None) -> torch.Tensor:
+        """The target's frozen head on ``z``: all tokens, or only the ids ``cand``."""
+        w = self.head_w if cand is None else self.head_w[cand]
+        w = w.to(z.dtype) if self.a.no_amp else w
         with self.amp:
             return F.linear(z, w).float()
 
-    def _domino_logits(self, z, s, row_idx):
-        """Base and final logits for Domino rows (row 0 uncorrected)."""
-        base = self._head(z)
+    def _domino_logits(self, z, s, row_idx, cand: torch.Tensor | None = None):
+        """Base and final logits for Domino rows (row 0 uncorrected), over all tokens or ``cand``."""
+        base = self._head(z, cand)
         with self.amp:
-            corr = self.domino.correction(z, s).float()
+            if cand is None:
+                corr = self.domino.correction(z, s)
+            else:
+                corr = F.linear(self.domino.correction_hidden(z, s), self.domino.embed_proj[2].weight[cand])
+            corr = corr.float()
         corr = corr * (row_idx >= 1).to(corr.dtype)[:, None]
         return base, base + corr
 
@@ -85,8 +93,11 @@ class Trainer:
             zm.append(z_m[km]); ss.append(s[km]); lm.append(blk.lab_domino[km]); rm.append(row[km])
         zd, ld, zm, ss, lm, rm = (torch.cat(x) for x in (zd, ld, zm, ss, lm, rm))
         t1 = time.perf_counter()
-        ce_d = F.cross_entropy(self._head(zd), ld, reduction="sum") / max(den_d, 1e-6)
-        base, final = self._domino_logits(zm, ss, rm)
+        cand = None
+        if self.vocab is not None:        # the candidate-set loss (headvocab.py)
+            cand, (ld, lm) = self.vocab(ld, lm)
+        ce_d = F.cross_entropy(self._head(zd, cand), ld, reduction="sum") / max(den_d, 1e-6)
+        base, final = self._domino_logits(zm, ss, rm, cand)
         ce_mb = F.cross_entropy(base, lm, reduction="sum") / max(den_m, 1e-6)
         ce_mf = F.cross_entropy(final, lm, reduction="sum") / max(den_m, 1e-6)
         loss_m = (1 - lam) * ce_mf + lam * ce_mb
@@ -94,6 +105,7 @@ class Trainer:
         t_head = time.perf_counter() - t1
         return dict(dflash=float(ce_d.detach()), domino=float(loss_m.detach()), domino_final=float(ce_mf.detach()),
                     domino_base=float(ce_mb.detach()), rows_d=int(len(ld)), rows_m=int(len(lm)),
+                    head_vocab=int(len(cand)) if cand is not None else int(self.head_w.shape[0]),
                     t_feat=t_feat, t_bb=t_bb, t_head=t_head)
 
     # --- held-out evaluation ------------------------------------------------------------

@@ -36,7 +36,6 @@ Schedules (warmup + cosine lr, Domino's lambda) run on training progress =
 ``max(elapsed / time budget, step / max_steps)``.
 """
 from __future__ import annotations
-from __future__ import annotations
 
 import argparse
 import json
@@ -52,6 +51,7 @@ import torch
 from dominotree.models.drafter import Drafter
 from dominotree.train.data import Seq, read_data, split_heldout
 from dominotree.train.drafters import init_drafter, lr_at, make_configs, param_groups, resume_from
+from dominotree.train.headvocab import HeadVocab, frequent_tokens
 from dominotree.train.runtime import Log, ThreadProbe, save_atomic, write_summary
 from dominotree.train.state import Position, data_fingerprint, load_state, save_state
 from dominotree.train.step import Trainer
@@ -108,6 +108,9 @@ def parse_args(argv):
                          "try 1 and the default count for a few steps and keep the faster)")
     ap.add_argument("--probe-every", type=int, default=60)
     ap.add_argument("--no-amp", action="store_true", help="float32 instead of bf16 autocast")
+    ap.add_argument("--head-vocab", type=int, default=0,
+                    help="training loss over the N most frequent answer tokens plus each step's labels "
+                         "instead of the full vocabulary (0: full; evaluation is always full)")
     ap.add_argument("--state", type=Path, default=None,
                     help="write the full training state (fp32 weights, optimizers, schedule position, random "
                          "states) to this file at every save, for --resume (not committed: ~12 bytes/param)")
@@ -183,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         f"both {mb:.1f} MB in bf16; threads {a.threads} (max {max_threads})")
     opt_d = torch.optim.AdamW(param_groups(dflash, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     opt_m = torch.optim.AdamW(param_groups(domino, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    tr = Trainer(a, target, dflash, domino)
+    vocab = None
+    if a.head_vocab:
+        vocab = HeadVocab(frequent_tokens((s.ids[s.prompt_len:] for s in train), a.head_vocab,
+                                          target.config.vocab_size))
+        log(f"head vocabulary: the {len(vocab.frequent)} most frequent answer tokens + each step's labels; "
+            f"they cover {vocab.coverage(s.ids[s.prompt_len:] for s in held):.1%} of held-out answer tokens")
+    tr = Trainer(a, target, dflash, domino, vocab)
     models, opts = {"dflash": dflash, "domino": domino}, {"dflash": opt_d, "domino": opt_m}
     fingerprint = data_fingerprint(seqs)
     pos = Position()
@@ -274,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"step {step} | {time.perf_counter() - t0:.0f} s | ep {epoch} | lr {lr:.2e} lam {lam:.2f} | "
                 f"loss dflash {out['dflash']:.3f} (ema {ema['dflash']:.3f}) domino {out['domino']:.3f} "
                 f"(ema {ema['domino']:.3f}; final {ema['domino_final']:.3f} base {ema['domino_base']:.3f}) | "
-                f"gn {gn_d:.2f}/{gn_m:.2f} | rows {out['rows_d']}/{out['rows_m']} | step {dt:.2f} s "
+                f"gn {gn_d:.2f}/{gn_m:.2f} | rows {out['rows_d']}/{out['rows_m']} vocab {out['head_vocab']} | step {dt:.2f} s "
                 f"(feat {out['t_feat']:.2f} bb {out['t_bb']:.2f} head+bwd {out['t_head']:.2f}) | "
                 f"feat cache {tr.feats.used / 2**30:.2f} GB hit {tr.feats.hits}/{tr.feats.hits + tr.feats.misses}")
         now = time.perf_counter()
