@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     def run_eval(step):
         te = time.perf_counter()
         r = tr.evaluate(ev)
-        log(f"eval step {step} | acc dflash {r['acc_dflash']:.3f} domino {r['acc_domino']:.3f} "
+        log(f"eval step {step} | {te - t0:.0f} s | acc dflash {r['acc_dflash']:.3f} domino {r['acc_domino']:.3f} "
             f"(base {r['acc_domino_base']:.3f}) | ce dflash {r['ce_dflash']:.3f} domino {r['ce_domino']:.3f} "
             f"(base {r['ce_domino_base']:.3f}) | reach@1..8 dflash {r['reach_dflash']} domino {r['reach_domino']} "
             f"| {r['n_blocks']} blocks {time.perf_counter() - te:.1f} s")
