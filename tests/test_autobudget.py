@@ -125,6 +125,48 @@ def test_calibration_refuses_bad_shapes():
         Calibration.from_dict({"schema": "something else"})
 
 
+def test_auto_choice_reads_the_saved_files_and_never_calibrates(tmp_path, monkeypatch):
+    """What the explorer uses: the choice from the saved profile and calibration, or one line
+    naming the commands that make what is missing; nothing is written."""
+    from dominotree.autobudget import apply_auto, auto_available, auto_choice, default_path
+    from dominotree.cli import UserError
+    from dominotree.config import DecodeConfig
+    from dominotree.costmodel import default_path as cost_path
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as e:
+        auto_choice("smollm2", "cpu", "dominotree", "bfloat16")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("--budget auto needs a verify-cost profile and a dominotree budget "
+                                              "calibration for smollm2 on cpu: make them with `python -m dominotree "
+                                              "profile-cost --preset smollm2 --dtype bfloat16 --out ")
+    assert msg.endswith(", then `python -m dominotree calibrate-budget --preset smollm2 --dtype bfloat16 "
+                        "--method dominotree`")
+    with pytest.raises(UserError, match="fixed-budget tree methods"):
+        auto_choice("smollm2", "cpu", "ddtree")
+    assert auto_available("smollm2", "cpu")[0] == {} and "calibrate-budget" in auto_available("smollm2", "cpu")[1]
+    assert not (tmp_path / "results").exists()
+
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cm.save(cost_path("smollm2", "cpu"))
+    with pytest.raises(UserError, match=r"needs a marg budget calibration for smollm2 on cpu: make it with "
+                                        r"`python -m dominotree calibrate-budget --preset smollm2 --dtype float32 "
+                                        r"--method marg`$"):
+        auto_choice("smollm2", "cpu", "marg")
+    cal = _calibration()
+    cal.save(default_path("smollm2", "cpu", "dominotree"))
+    cal.save(default_path("smollm2", "cpu", "marg"))             # a dominotree calibration under marg's name
+    ch = auto_choice("smollm2", "cpu", "dominotree", "float32")
+    assert ch.budget == choose(cal, cm) and ch.calibration == default_path("smollm2", "cpu", "dominotree")
+    assert ch.warnings == ("the budget calibration was made with preset 'test', this run uses 'smollm2'",)
+    with pytest.raises(UserError, match="is for 'dominotree', not 'marg'"):
+        auto_choice("smollm2", "cpu", "marg")
+    cfgs = [DecodeConfig(method=m) for m in ("ar", "dflash", "ddtree", "marg", "dominotree")]
+    out, chosen, notes = apply_auto(cfgs, "smollm2", "cpu")
+    assert [c.tree.budget for c in out] == [16, 16, 16, 16, ch.budget] and list(chosen) == ["dominotree"]
+    assert len(notes) == 2 and notes[0].startswith("ddtree keeps budget 16: auto is calibrated for")
+    assert notes[1].startswith("marg keeps budget 16: budget calibration") and "is for 'dominotree'" in notes[1]
+
+
 # --- from the command line -------------------------------------------------------------------------
 
 @pytest.fixture
