@@ -66,7 +66,7 @@ def out_index(app, api_name: str, label: str) -> int:
 
 
 def run_args(methods, max_new=16, budget=32, prompt=PROMPT, **kw):
-    a = dict(prompt=prompt, methods=methods, temperature=0, seed=0, budget=budget, topm=64, topk=8,
+    a = dict(prompt=prompt, methods=methods, temperature=0, seed=0, budget=budget, budget_auto=False, topm=64, topk=8,
              max_new=max_new, builder="python", ab_builder="none", preset="random-tiny", target="",
              drafters="", device="cpu", dtype="float32", show="conditional")
     a.update(kw)
@@ -110,7 +110,8 @@ def test_served_page_names_no_outside_address(app):
 
 def test_controls_have_stable_ids_and_no_adaptive_methods(app):
     comps = {c["props"].get("elem_id"): c for c in app["demo"].config["components"]}
-    for eid in ("prompt", "run", "stop", "methods", "round", "tree", "export-svg", "export-json", "import-trace"):
+    for eid in ("prompt", "run", "stop", "methods", "budget-auto", "round", "tree", "export-svg", "export-json",
+                "import-trace"):
         assert eid in comps, eid
     choices = [c[0] if isinstance(c, (list, tuple)) else c for c in comps["methods"]["props"]["choices"]]
     assert "dominotree" in choices and "ar" in choices
@@ -372,3 +373,48 @@ def test_pane_marks_an_output_that_differs_from_ar(tiny_decoder):
     assert "differs from ar from token 4" in note and "logits apart" in note
     heads = render_panes(traces, notes={k: tie_html(t) for k, t in traces.items()})
     assert "dt-tie" in heads[4] and "dt-tie" not in heads[1]
+
+
+def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch):
+    """The explorer's auto budget: off, with the one line that names the commands, while this pair
+    and device have no calibration (a run keeps the slider's budget and says so); with one, the
+    calibrated tree methods get its budget, the others keep the slider's, and the note says which."""
+    import types
+
+    from dominotree.autobudget import Calibration, choose, default_path
+    from dominotree.config import DecodeConfig, TreeConfig
+    from dominotree.costmodel import CostModel
+    from dominotree.costmodel import default_path as cost_path
+    from ui.backend import ModelChoice
+    from ui.controls import auto_budget_control, auto_budgets
+    from ui.panes import auto_html
+    monkeypatch.chdir(tmp_path)                 # the default paths are results/... of the working directory
+    choice = ModelChoice(preset="random-tiny", device="cpu")
+    cfgs = [DecodeConfig(method=m, tree=TreeConfig(budget=24)) for m in ("ar", "ddtree", "dominotree")]
+    ctl = auto_budget_control(choice)
+    assert ctl["interactive"] is False and ctl["value"] is False and "\n" not in ctl["info"]
+    assert "`python -m dominotree profile-cost --preset random-tiny" in ctl["info"]
+    assert "`python -m dominotree calibrate-budget --preset random-tiny --dtype float32 --method dominotree`" in ctl["info"]
+    assert auto_budgets(cfgs, choice, False) == (cfgs, {}, "")
+    out, chosen, note = auto_budgets(cfgs, choice, True)
+    assert out == cfgs and chosen == {}
+    assert "ddtree keeps budget 24: auto is calibrated for marg, condstatic, dominotree only" in note
+    assert "dominotree keeps budget 24: --budget auto needs" in note and "calibrate-budget" in note
+
+    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
+    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
+                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
+                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cm.save(cost_path("random-tiny", "cpu"))
+    cal.save(default_path("random-tiny", "cpu", "dominotree"))
+    b = choose(cal, cm)
+    assert b != 24
+    ctl = auto_budget_control(choice)
+    assert ctl["interactive"] is True and f"dominotree {b} (calibrated 2025-05-01)" in ctl["info"]
+    out, chosen, note = auto_budgets(cfgs, choice, True)
+    assert [c.tree.budget for c in out] == [24, 24, b] and list(chosen) == ["dominotree"]
+    assert f"dominotree: budget auto = {b} (calibrated 2025-05-01, budget_random-tiny_cpu_dominotree.json)" in note
+    assert note.count("keeps") == 1 and "ddtree keeps budget 24" in note          # ar has no tree: no word
+    head = auto_html(types.SimpleNamespace(config={"budget_auto": chosen["dominotree"].describe() + " <b>"}))
+    assert f"budget auto = {b}" in head and "&lt;b&gt;" in head
