@@ -28,11 +28,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .config import CHAIN_METHODS, DecodeConfig
 from .costmodel import device_slug
 from .tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
 SCHEMA_VERSION = 1
+# the fixed-budget heaps whose first b pops are the budget-b tree, ties included
+# (tests/test_autobudget.py; DDTree's top-budget lists break it at exact ties)
+AUTO_METHODS = ("marg", "condstatic", "dominotree")
+NO_BUDGET = ("ar", *CHAIN_METHODS)         # methods that draft no tree: a budget means nothing to them
 
 
 def prefix_tree(tree: Tree, b: int) -> Tree:
@@ -151,3 +156,103 @@ def require_profile(path: str | Path, preset: str, dtype: str):
         raise UserError(f"--budget auto needs a verify-cost profile and there is none at {path}: make one with "
                         f"`python -m dominotree profile-cost --preset {preset} --dtype {dtype} --out {path}`")
     return load_cost_model(path)
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What ``--budget auto`` chose for one method on one pair and device, and from which files."""
+    method: str
+    budget: int
+    calibration: Path
+    cost_model: Path
+    created: str | None = None                  # when the calibration was made (its meta)
+    warnings: tuple[str, ...] = ()              # the calibration was made with another preset or dtype
+    curve: list = field(default_factory=list, compare=False)
+
+    def describe(self) -> str:
+        """``budget auto = 6 (calibrated 2025-05-01, budget_smollm2_cpu_dominotree.json)``."""
+        when = f"calibrated {self.created[:10]}, " if self.created else "calibrated, "
+        return f"budget auto = {self.budget} ({when}{self.calibration.name})"
+
+
+def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None) -> tuple[Path, Path]:
+    """The verify-cost profile and the calibration ``--budget auto`` reads (the given ones, else the defaults)."""
+    from .costmodel import default_path as cost_path
+    return (Path(cost_model_path) if cost_model_path else cost_path(preset, device),
+            Path(calibration_path) if calibration_path else default_path(preset, device, method))
+
+
+def check_auto_method(method: str) -> None:
+    from .cli import UserError
+    if method not in AUTO_METHODS:
+        raise UserError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
+                        f"not {method!r}")
+
+
+def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_model_path=None,
+                calibration_path=None) -> AutoChoice:
+    """``--budget auto`` from the saved profile and calibration; it never calibrates. Raises
+    UserError, one line naming the commands that make what is missing."""
+    from .cli import UserError
+    from .costmodel import load_cost_model
+    check_auto_method(method)
+    cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path)
+    pair = "--target DIR --drafter DIR" if preset == "custom" else f"--preset {preset}"
+    need = []
+    if not cpath.is_file():
+        need.append(("a verify-cost profile", f"profile-cost {pair} --dtype {dtype} --out {cpath}"))
+    if not kpath.is_file():
+        out = "" if calibration_path is None else f" --out {kpath}"
+        need.append((f"a {method} budget calibration", f"calibrate-budget {pair} --dtype {dtype} --method {method}{out}"))
+    if need:
+        raise UserError(f"--budget auto needs {' and '.join(w for w, _ in need)} for {preset} on "
+                        f"{device_slug(device)}: make {'it' if len(need) == 1 else 'them'} with "
+                        + ", then ".join(f"`python -m dominotree {c}`" for _, c in need))
+    cm, cal = load_cost_model(cpath), load_calibration(kpath)
+    if cal.method != method:
+        raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
+    warnings = tuple(f"the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses {want!r}"
+                     for key, want in (("preset", preset), ("dtype", dtype)) if cal.meta.get(key) not in (None, want))
+    return AutoChoice(method, choose(cal, cm), kpath, cpath, cal.meta.get("created"), warnings, curve(cal, cm))
+
+
+def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "float32") \
+        -> tuple[list[DecodeConfig], dict[str, AutoChoice], list[str]]:
+    """Every config whose method has a calibration here gets its auto budget (never calibrating);
+    the others keep theirs. Returns the configs, the choices by method, and one line per reason a
+    method with a tree kept its budget (tree-less methods have none to choose)."""
+    from dataclasses import replace
+    from .cli import UserError
+    out, chosen, kept = [], {}, {}
+    for cfg in cfgs:
+        why = None
+        if cfg.method in NO_BUDGET:
+            pass
+        elif cfg.method not in AUTO_METHODS:
+            why = f"auto is calibrated for {', '.join(AUTO_METHODS)} only"
+        else:
+            try:
+                ch = auto_choice(preset, device, cfg.method, dtype)
+                chosen[cfg.method] = ch
+                cfg = replace(cfg, tree=replace(cfg.tree, budget=ch.budget))
+            except (UserError, OSError) as e:
+                why = str(e)
+        if why is not None:
+            kept.setdefault((cfg.tree.budget, why), []).append(cfg.method)
+        out.append(cfg)
+    notes = [f"{', '.join(ms)} {'keeps' if len(ms) == 1 else 'keep'} budget {b}: {why}" for (b, why), ms in kept.items()]
+    return out, chosen, notes
+
+
+def auto_available(preset: str, device, dtype: str = "float32") -> tuple[dict[str, AutoChoice], str | None]:
+    """The auto choice of every method calibrated for this pair and device and, when there is
+    none, the one line saying why (for ``dominotree``: the commands that make what it lacks)."""
+    from .cli import UserError
+    chosen, reason = {}, None
+    for m in AUTO_METHODS:
+        try:
+            chosen[m] = auto_choice(preset, device, m, dtype)
+        except (UserError, OSError) as e:
+            if m == "dominotree" or reason is None:
+                reason = str(e)
+    return chosen, None if chosen else reason

@@ -265,10 +265,21 @@ _LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"
           "·": r"\textperiodcentered{}", "τ": r"\ensuremath{\tau}", "≤": r"\ensuremath{\leq}"}
 
 
+# fonts a Unicode engine tries, in order, for a character the document's font lacks (the first
+# installed ones that have it); more can be added in the file's preamble with \dtusefont{Name}
+UNICODE_FONTS = ("DejaVu Sans Mono", "Noto Sans Mono CJK SC", "Noto Sans CJK SC", "Source Han Sans SC",
+                 "Droid Sans Fallback", "WenQuanYi Micro Hei Mono", "WenQuanYi Zen Hei Mono", "DejaVu Sans",
+                 "Noto Emoji", "Symbola", "FreeSerif")
+_NEVER_RAW = ("Cc", "Cs", "Cf", "Zl", "Zp")   # controls, surrogates, format marks: only ever as [U+XXXX]
+
+
 def latex_escape(s: str) -> str:
-    """Escape text for a LaTeX label in a pdflatex/T1 document. ASCII specials are escaped;
-    Latin-1 letters pass through (utf8 input is LaTeX's default); any other character becomes
-    ``[U+XXXX]`` so the picture compiles with no Unicode font set up."""
+    """Escape text for a LaTeX label in a ``round_tikz`` document. ASCII specials are escaped;
+    Latin-1 letters pass through (utf8 input is LaTeX's default); any other printable character
+    becomes ``\\dtuchar{XXXX}{c}``: the character itself under XeLaTeX or LuaLaTeX when a font
+    has it, else ``[U+XXXX]`` (always under pdfLaTeX, which needs no Unicode font set up).
+    Controls, surrogates and format characters are only ever written as ``[U+XXXX]``."""
+    import unicodedata
     out = []
     for ch in s:
         o = ord(ch)
@@ -278,9 +289,38 @@ def latex_escape(s: str) -> str:
             out.append(ch)
         elif 0xC0 <= o <= 0xFF and o not in (0xD7, 0xF7):
             out.append(ch)
-        else:
+        elif unicodedata.category(ch) in _NEVER_RAW:
             out.append(f"{{\\scriptsize[U+{o:04X}]}}")
+        else:
+            out.append(f"\\dtuchar{{{o:04X}}}{{{ch}}}")
     return "".join(out)
+
+
+def tikz_preamble() -> list[str]:
+    """The lines after ``\\documentclass``: T1 fonts under pdfLaTeX, fontspec under XeLaTeX and
+    LuaLaTeX, and ``\\dtuchar{hex}{char}`` for the characters ``latex_escape`` cannot write in
+    T1: ``[U+hex]`` under pdfLaTeX; under a Unicode engine the character in the current font or
+    the first of ``UNICODE_FONTS`` that has it, else ``[U+hex]``."""
+    return [r"\ifdefined\XeTeXversion\let\dtunicode\relax\fi",
+            r"\ifdefined\directlua\let\dtunicode\relax\fi",
+            r"\ifdefined\dtunicode",
+            r"  \usepackage{fontspec}",
+            r"  \newcount\dtnfonts \newcount\dtk \newcount\dthit",
+            r"  \newcommand{\dtusefont}[1]{\IfFontExistsTF{#1}{\global\advance\dtnfonts 1 %",
+            r"    \expandafter\newfontfamily\csname dtf\number\dtnfonts\endcsname{#1}}{}}",
+            *(f"  \\dtusefont{{{f}}}" for f in UNICODE_FONTS),
+            r"  \newcommand{\dtfind}[1]{\global\dthit=0 \dtk=0 %",
+            r"    \loop\ifnum\dtk<\dtnfonts \advance\dtk 1 %",
+            r'      {\csname dtf\number\dtk\endcsname\iffontchar\font"#1\relax\global\dthit=\dtk\fi}%',
+            r"      \ifnum\dthit>0 \dtk=\dtnfonts\fi",
+            r"    \repeat}",
+            r'  \newcommand{\dtuchar}[2]{\iffontchar\font"#1\relax #2\else\dtfind{#1}\dtput{#1}{#2}\fi}',
+            r"  \newcommand{\dtput}[2]{\ifnum\dthit>0 {\csname dtf\number\dthit\endcsname #2}"
+            r"\else{\scriptsize[U+#1]}\fi}",
+            r"\else",
+            r"  \usepackage[T1]{fontenc}",
+            r"  \newcommand{\dtuchar}[2]{{\scriptsize[U+#1]}}",
+            r"\fi"]
 
 
 def _tikz_rgb(c: str) -> str:
@@ -291,9 +331,10 @@ def _tikz_rgb(c: str) -> str:
 def round_tikz(rt: RoundTrace, token_text: dict | None, show: str = "conditional",
                vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1],
                max_label: int = 12, title: str | None = None) -> str:
-    """One round's tree as a standalone LaTeX document with one ``tikzpicture`` (compile with
-    ``pdflatex``; needs only the tikz and xcolor packages). Same scene and colours as
-    ``round_svg``; one ``\\node`` per tree row plus one for the bonus token."""
+    """One round's tree as a standalone LaTeX document with one ``tikzpicture``: compiles with
+    ``pdflatex`` (characters beyond Latin-1 as ``[U+XXXX]``) or with ``xelatex``/``lualatex``
+    (those characters themselves, from an installed font that has them; ``tikz_preamble``). Same
+    scene and colours as ``round_svg``; one ``\\node`` per tree row plus one for the bonus token."""
     import networkx as nx
 
     nodes = round_scene(rt, token_text, show, vmin=vmin, vmax=vmax, max_label=max_label)
@@ -316,8 +357,7 @@ def round_tikz(rt: RoundTrace, token_text: dict | None, show: str = "conditional
             g.add_edge(f"n{nd.parent}", name, options=opts, hot=hot)
     title = _round_title(rt) if title is None else title
     score_name = "conditional" if show == "conditional" else "marginal"
-    lines = [r"\documentclass[tikz,border=6pt]{standalone}",
-             r"\usepackage[T1]{fontenc}",
+    lines = [r"\documentclass[tikz,border=6pt]{standalone}", *tikz_preamble(),
              r"\usepackage{xcolor}",
              r"\begin{document}",
              r"\begin{tikzpicture}[every node/.style={rectangle, rounded corners=2pt, "

@@ -66,7 +66,7 @@ def out_index(app, api_name: str, label: str) -> int:
 
 
 def run_args(methods, max_new=16, budget=32, prompt=PROMPT, **kw):
-    a = dict(prompt=prompt, methods=methods, temperature=0, seed=0, budget=budget, topm=64, topk=8,
+    a = dict(prompt=prompt, methods=methods, temperature=0, seed=0, budget=budget, budget_auto=False, topm=64, topk=8,
              max_new=max_new, builder="python", ab_builder="none", preset="random-tiny", target="",
              drafters="", device="cpu", dtype="float32", show="conditional")
     a.update(kw)
@@ -110,7 +110,8 @@ def test_served_page_names_no_outside_address(app):
 
 def test_controls_have_stable_ids_and_no_adaptive_methods(app):
     comps = {c["props"].get("elem_id"): c for c in app["demo"].config["components"]}
-    for eid in ("prompt", "run", "stop", "methods", "round", "tree", "export-svg", "export-json", "import-trace"):
+    for eid in ("prompt", "run", "stop", "methods", "budget-auto", "round", "tree", "export-svg", "export-json",
+                "import-trace"):
         assert eid in comps, eid
     choices = [c[0] if isinstance(c, (list, tuple)) else c for c in comps["methods"]["props"]["choices"]]
     assert "dominotree" in choices and "ar" in choices
@@ -372,3 +373,4 @@ def test_pane_marks_an_output_that_differs_from_ar(tiny_decoder):
     assert "differs from ar from token 4" in note and "logits apart" in note
     heads = render_panes(traces, notes={k: tie_html(t) for k, t in traces.items()})
     assert "dt-tie" in heads[4] and "dt-tie" not in heads[1]
+

@@ -1,5 +1,5 @@
 """``--budget auto``: the budget-prefix property it rests on, a deterministic choice, and one clear
-line when the verify-cost profile is missing.
+line when the verify-cost profile is missing; the explorer's auto control.
 
     .venv/bin/python -m pytest -q tests/test_autobudget.py
 """
@@ -125,6 +125,48 @@ def test_calibration_refuses_bad_shapes():
         Calibration.from_dict({"schema": "something else"})
 
 
+def test_auto_choice_reads_the_saved_files_and_never_calibrates(tmp_path, monkeypatch):
+    """What the explorer uses: the choice from the saved profile and calibration, or one line
+    naming the commands that make what is missing; nothing is written."""
+    from dominotree.autobudget import apply_auto, auto_available, auto_choice, default_path
+    from dominotree.cli import UserError
+    from dominotree.config import DecodeConfig
+    from dominotree.costmodel import default_path as cost_path
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as e:
+        auto_choice("smollm2", "cpu", "dominotree", "bfloat16")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("--budget auto needs a verify-cost profile and a dominotree budget "
+                                              "calibration for smollm2 on cpu: make them with `python -m dominotree "
+                                              "profile-cost --preset smollm2 --dtype bfloat16 --out ")
+    assert msg.endswith(", then `python -m dominotree calibrate-budget --preset smollm2 --dtype bfloat16 "
+                        "--method dominotree`")
+    with pytest.raises(UserError, match="fixed-budget tree methods"):
+        auto_choice("smollm2", "cpu", "ddtree")
+    assert auto_available("smollm2", "cpu")[0] == {} and "calibrate-budget" in auto_available("smollm2", "cpu")[1]
+    assert not (tmp_path / "results").exists()
+
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cm.save(cost_path("smollm2", "cpu"))
+    with pytest.raises(UserError, match=r"needs a marg budget calibration for smollm2 on cpu: make it with "
+                                        r"`python -m dominotree calibrate-budget --preset smollm2 --dtype float32 "
+                                        r"--method marg`$"):
+        auto_choice("smollm2", "cpu", "marg")
+    cal = _calibration()
+    cal.save(default_path("smollm2", "cpu", "dominotree"))
+    cal.save(default_path("smollm2", "cpu", "marg"))             # a dominotree calibration under marg's name
+    ch = auto_choice("smollm2", "cpu", "dominotree", "float32")
+    assert ch.budget == choose(cal, cm) and ch.calibration == default_path("smollm2", "cpu", "dominotree")
+    assert ch.warnings == ("the budget calibration was made with preset 'test', this run uses 'smollm2'",)
+    with pytest.raises(UserError, match="is for 'dominotree', not 'marg'"):
+        auto_choice("smollm2", "cpu", "marg")
+    cfgs = [DecodeConfig(method=m) for m in ("ar", "dflash", "ddtree", "marg", "dominotree")]
+    out, chosen, notes = apply_auto(cfgs, "smollm2", "cpu")
+    assert [c.tree.budget for c in out] == [16, 16, 16, 16, ch.budget] and list(chosen) == ["dominotree"]
+    assert len(notes) == 2 and notes[0].startswith("ddtree keeps budget 16: auto is calibrated for")
+    assert notes[1].startswith("marg keeps budget 16: budget calibration") and "is for 'dominotree'" in notes[1]
+
+
 # --- from the command line -------------------------------------------------------------------------
 
 @pytest.fixture
@@ -180,3 +222,50 @@ def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_pat
     res = summarize(tmp_path / "o")
     res["auto_budget"] = run["auto_budget"]
     assert auto_budget_figure(res) is not None
+
+
+# --- in the explorer ------------------------------------------------------------------------------
+
+def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch):
+    """The explorer's auto budget: off, with the one line that names the commands, while this pair
+    and device have no calibration (a run keeps the slider's budget and says so); with one, the
+    calibrated tree methods get its budget, the others keep the slider's, and the note says which."""
+    import types
+    pytest.importorskip("gradio")
+
+    from dominotree.autobudget import default_path
+    from dominotree.config import DecodeConfig, TreeConfig
+    from dominotree.costmodel import default_path as cost_path
+    from ui.backend import ModelChoice
+    from ui.controls import auto_budget_control, auto_budgets
+    from ui.panes import auto_html
+    monkeypatch.chdir(tmp_path)                 # the default paths are results/... of the working directory
+    choice = ModelChoice(preset="random-tiny", device="cpu")
+    cfgs = [DecodeConfig(method=m, tree=TreeConfig(budget=24)) for m in ("ar", "ddtree", "dominotree")]
+    ctl = auto_budget_control(choice)
+    assert ctl["interactive"] is False and ctl["value"] is False and "\n" not in ctl["info"]
+    assert "`python -m dominotree profile-cost --preset random-tiny" in ctl["info"]
+    assert "`python -m dominotree calibrate-budget --preset random-tiny --dtype float32 --method dominotree`" in ctl["info"]
+    assert auto_budgets(cfgs, choice, False) == (cfgs, {}, "")
+    out, chosen, note = auto_budgets(cfgs, choice, True)
+    assert out == cfgs and chosen == {}
+    assert "ddtree keeps budget 24: auto is calibrated for marg, condstatic, dominotree only" in note
+    assert "dominotree keeps budget 24: --budget auto needs" in note and "calibrate-budget" in note
+
+    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
+    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
+                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
+                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cm.save(cost_path("random-tiny", "cpu"))
+    cal.save(default_path("random-tiny", "cpu", "dominotree"))
+    b = choose(cal, cm)
+    assert b != 24
+    ctl = auto_budget_control(choice)
+    assert ctl["interactive"] is True and f"dominotree {b} (calibrated 2025-05-01)" in ctl["info"]
+    out, chosen, note = auto_budgets(cfgs, choice, True)
+    assert [c.tree.budget for c in out] == [24, 24, b] and list(chosen) == ["dominotree"]
+    assert f"dominotree: budget auto = {b} (calibrated 2025-05-01, budget_random-tiny_cpu_dominotree.json)" in note
+    assert note.count("keeps") == 1 and "ddtree keeps budget 24" in note          # ar has no tree: no word
+    head = auto_html(types.SimpleNamespace(config={"budget_auto": chosen["dominotree"].describe() + " <b>"}))
+    assert f"budget auto = {b}" in head and "&lt;b&gt;" in head

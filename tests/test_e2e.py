@@ -113,6 +113,9 @@ def take_screenshot(page, r: int, path: str) -> None:
 def test_run_scrub_export_import(app, page, tmp_path):
     page.goto(app["url"])
     page.wait_for_selector("#prompt textarea")
+    # random-tiny has no budget calibration here: auto is offered, off, with the command that makes one
+    assert page.locator("#budget-auto input[type=checkbox]").is_disabled()
+    assert "python -m dominotree calibrate-budget --preset random-tiny" in page.inner_text("#budget-auto")
     page.fill("#prompt textarea", PROMPT)
     for m in ("ar", "ddtree"):                        # the defaults; keep dominotree alone
         page.locator("#methods label", has_text=re.compile(rf"^\s*{m}\s*$")).click()

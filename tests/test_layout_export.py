@@ -296,27 +296,57 @@ def test_tikz():
     assert r"\textless{}script\textgreater{}" in tex
     assert r"\{\$\textbackslash{}\_\%\}" in tex
     assert r"\textquotedbl{}quotes\textquotedbl{}" in tex and r"a\&b" in tex
-    assert r"[U+1F642]" in tex and r"\ensuremath{\hookleftarrow}" in tex
+    assert "\\dtuchar{1F642}{🙂}" in tex and r"\ensuremath{\hookleftarrow}" in tex
     assert r"\textasciitilde{}\textasciicircum{}\#" in tex
     body = tex.split(r"\begin{tikzpicture}")[1]
-    assert not any(ord(c) > 0xFF for c in body), "non-Latin-1 text in the TikZ body"
+    # beyond Latin-1 only ever as the second argument of \dtuchar{<its code point>}{<it>}
+    outside = re.sub(r"\\dtuchar\{([0-9A-F]{4,6})\}\{(.)\}",
+                     lambda m: "" if int(m[1], 16) == ord(m[2]) else "MISMATCH", body)
+    assert "MISMATCH" not in outside and not any(ord(c) > 0xFF for c in outside), "stray non-Latin-1 text"
     assert tex.count("\\draw[") == len(rt.tree.tokens)              # n-1 edges + the bonus edge
 
 
-def _have_latex():
-    if shutil.which("pdflatex") is None or shutil.which("kpsewhich") is None:
+def test_tikz_unicode_characters_keep_specials_escaped():
+    r"""Non-Latin-1 characters come out as \dtuchar{code point}{character} (the character under
+    XeLaTeX/LuaLaTeX, [U+XXXX] under pdfLaTeX, both defined in the preamble) with the specials
+    around them still escaped; controls, surrogates and format characters never come out raw."""
+    s = export.latex_escape("日{本}\\🙂$#%&_^~×é\u200d\u202e\ud800\x00")
+    assert s == ("\\dtuchar{65E5}{日}\\{\\dtuchar{672C}{本}\\}\\textbackslash{}\\dtuchar{1F642}{🙂}\\$\\#\\%\\&\\_"
+                 "\\textasciicircum{}\\textasciitilde{}\\dtuchar{00D7}{×}é{\\scriptsize[U+200D]}{\\scriptsize[U+202E]}"
+                 "{\\scriptsize[U+D800]}{\\scriptsize[U+0000]}")
+    assert unescaped_braces(s) == 0
+    rt = nasty_round()
+    tex = export.round_tikz(rt, {**TOKEN_TEXT, "8": "日本}語", "9": "Привет#"}, title="τ 日")
+    assert "\\dtuchar{65E5}{日}\\dtuchar{672C}{本}\\}\\dtuchar{8A9E}{語}" in tex
+    assert "\\dtuchar{041F}{П}" in tex and "\\dtuchar{0442}{т}\\#" in tex and "\\ensuremath{\\tau} \\dtuchar{65E5}{日}" in tex
+    assert unescaped_braces(tex) == 0
+    pre = tex.split(r"\begin{document}")[0]
+    assert r"\newcommand{\dtuchar}[2]{{\scriptsize[U+#1]}}" in pre              # pdfLaTeX's fallback
+    assert r"\ifdefined\XeTeXversion" in pre and r"\ifdefined\directlua" in pre and r"\usepackage{fontspec}" in pre
+    assert pre.count(r"\newcommand{\dtuchar}") == 2 and r"\usepackage[T1]{fontenc}" in pre
+    assert all(f"\\dtusefont{{{f}}}" in pre for f in export.UNICODE_FONTS)
+
+
+def _have_latex(engine="pdflatex"):
+    if shutil.which(engine) is None or shutil.which("kpsewhich") is None:
         return False
-    r = subprocess.run(["kpsewhich", "standalone.cls", "tikz.sty"], capture_output=True, text=True)
-    return len(r.stdout.split()) == 2
+    need = ["standalone.cls", "tikz.sty"] + ([] if engine == "pdflatex" else ["fontspec.sty"])
+    r = subprocess.run(["kpsewhich", *need], capture_output=True, text=True)
+    return len(r.stdout.split()) == len(need)
 
 
-@pytest.mark.skipif(not _have_latex(), reason="pdflatex with standalone and tikz not installed")
-def test_tikz_compiles(tmp_path):
-    (tmp_path / "t.tex").write_text(export.round_tikz(nasty_round(), TOKEN_TEXT), encoding="utf-8")
-    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("engine", ["pdflatex", "xelatex", "lualatex"])
+def test_tikz_compiles(tmp_path, engine):
+    """Where the engine is installed (not in CI): the nasty round with CJK and emoji compiles."""
+    if not _have_latex(engine):
+        pytest.skip(f"{engine} with standalone, tikz (and fontspec) not installed")
+    tt = {**TOKEN_TEXT, "8": "日本語", "9": "Привет"}
+    (tmp_path / "t.tex").write_text(export.round_tikz(nasty_round(), tt), encoding="utf-8")
+    r = subprocess.run([engine, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:]
     assert (tmp_path / "t.pdf").read_bytes()[:5] == b"%PDF-"
+    assert "Missing character" not in (tmp_path / "t.log").read_text(errors="replace")
 
 
 # ------------------------------------------------------------------------------------ figures

@@ -39,6 +39,11 @@ class ModelChoice:
     dtype: str = "float32"
     device: str = "cpu"
 
+    @property
+    def pair_name(self) -> str:
+        """The loaded pair's name (``Pair.name``): the preset, or ``custom`` for folders."""
+        return self.preset if self.target is None else "custom"
+
     def label(self) -> str:
         what = self.preset if self.target is None else f"custom target {Path(self.target).name}"
         return f"{what} · {self.dtype} · {self.device}"
@@ -62,7 +67,7 @@ def cost_model(choice: ModelChoice):
     the adaptive methods (caddtree, condadaptive) can run."""
     try:
         from dominotree.costmodel import default_path, load_cost_model
-        path = default_path(choice.preset if choice.target is None else "custom", choice.device)
+        path = default_path(choice.pair_name, choice.device)
         return load_cost_model(path) if path.is_file() else None
     except Exception:  # noqa: BLE001 - an unreadable profile just leaves those methods out
         return None

@@ -5,6 +5,7 @@ import json
 
 import gradio as gr
 
+from dominotree.autobudget import apply_auto, auto_available
 from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
 from dominotree.presets import ASSETS
 
@@ -89,6 +90,38 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
                         tree=TreeConfig(budget=budget, corr_topm=topm, node_topk=topk))
 
 
+AUTO_LABEL = "Budget: auto (calibrated for this machine)"
+
+
+def auto_budget_control(choice: be.ModelChoice) -> dict:
+    """The auto checkbox's settings for this pair and device: usable when a budget calibration
+    exists (its info says what auto chooses), else off, with the one-line reason (the command)."""
+    chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype)
+    if not chosen:
+        return dict(value=False, interactive=False, info=f"unavailable: {reason}")
+    made = sorted({c.created[:10] for c in chosen.values() if c.created})
+    return dict(interactive=True, info="auto = " + ", ".join(f"{m} {c.budget}" for m, c in chosen.items())
+                + f" (calibrated {', '.join(made) or 'here'}); other methods keep the slider's budget")
+
+
+def auto_budgets(cfgs: list[DecodeConfig], choice: be.ModelChoice, on: bool) -> tuple[list[DecodeConfig], dict, str]:
+    """With auto on, the configs with the calibrated budget where a method has one (the CLI's
+    ``--budget auto`` resolution, never calibrating), the choices by method, and the status
+    note saying what auto chose and which methods kept the slider's budget and why."""
+    if not on:
+        return cfgs, {}, ""
+    cfgs, chosen, kept = apply_auto(cfgs, choice.pair_name, choice.device, choice.dtype)
+    return cfgs, chosen, " · ".join([f"{m}: {c.describe()}" for m, c in chosen.items()] + kept)
+
+
+def auto_control(preset, target, drafters, device, dtype) -> gr.Checkbox:
+    """The auto checkbox for the model the Model controls name now (loaded or not)."""
+    try:
+        return gr.Checkbox(**auto_budget_control(model_choice(preset, target, drafters, device, dtype)))
+    except ConfigError as e:
+        return gr.Checkbox(value=False, interactive=False, info=f"unavailable: {e}")
+
+
 def check_request(prompt, methods, max_new) -> list[str]:
     """The methods to run, in METHODS order (``ar`` first: it is the speedup baseline); raises
     ConfigError with a message for the user on anything out of bounds."""
@@ -142,6 +175,7 @@ def build_controls(backend: be.Backend) -> dict:
         seed = lenient(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
         max_new = lenient(gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new"))
         budget = lenient(gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget"))
+        budget_auto = gr.Checkbox(label=AUTO_LABEL, elem_id="budget-auto", **auto_budget_control(backend.choice))
         topm = lenient(gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m"))
         topk = lenient(gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk"))
         builders = available_builders()
@@ -168,6 +202,7 @@ def build_controls(backend: be.Backend) -> dict:
                               label="Device", elem_id="device", interactive=free)
         load = gr.Button("Load model", elem_id="load", interactive=free)
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
-                temperature=temperature, seed=seed, max_new=max_new, budget=budget, topm_m=topm, topk=topk,
+                temperature=temperature, seed=seed, max_new=max_new, budget=budget, budget_auto=budget_auto,
+                topm_m=topm, topk=topk,
                 builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters,
                 device=device, dtype=dtype, load=load)

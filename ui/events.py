@@ -13,9 +13,9 @@ from dominotree import live
 from dominotree.config import ConfigError
 
 from . import backend as be
-from .controls import check_request, decode_config, model_choice
+from .controls import auto_budgets, auto_control, check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
-from .panes import render_panes
+from .panes import auto_html, render_panes, tie_html
 from .round_view import autoplay_step, pick, render_round, render_whatif
 from .summary import empty_table, render_summary, render_timing
 
@@ -69,21 +69,6 @@ def replay_message(traces: dict, meta: dict) -> str:
     return " · ".join(str(b)[:300] for b in bits)
 
 
-def tie_html(trace) -> str:
-    """The pane note for an output that differs from ``ar``'s (see ``diagnose_ties``)."""
-    t = trace.config.get("vs_ar") if isinstance(trace.config, dict) else None
-    if not isinstance(t, dict):
-        return ""
-    try:
-        where, gap, rank, tie = int(t["token"]), float(t["gap"]), int(t["rank"]), bool(t["near_tie"])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    verdict = ("a near-tie that bf16 rounds differently in a tree verify and in ar's one-row forward; both are "
-               "greedy continuations" if tie else "larger than a rounding tie: investigate")
-    return (f'<span class="dt-tie">differs from ar from token {where + 1}: the target\'s top tokens there are '
-            f'{abs(gap):.3f} logits apart (this token ranks {rank + 1}): {verdict}</span>')
-
-
 def diagnose_ties(decoder, prompt_ids, traces: dict) -> None:
     """In bf16 at T = 0, note in each trace that differs from ``ar``'s where and why (the bench's
     near-tie check: one fresh target forward on the shared prefix)."""
@@ -109,7 +94,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def render_all(traces, focus, idx, show, status, running=None, pending=(), light=False):
         focus, radio = _focus(traces, focus, pending)
-        notes = {k: tie_html(t) for k, t in traces.items()}
+        notes = {k: auto_html(t) + tie_html(t) for k, t in traces.items()}
         out = [traces, status, radio, *render_panes(traces, running, pending, notes),
                *render_round(traces, focus, idx, show, light=light)]
         if light:              # the summary and timing charts follow at the end of the run
@@ -130,25 +115,27 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         out[-1] = gr.Button(interactive=True) if kind != "info" else gr.skip()
         return out
 
-    def run(prompt, methods, temperature, seed, budget, topm, topk, max_new, builder, ab_builder,
+    def run(prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new, builder, ab_builder,
             preset, target, drafters, device, dtype, show, request: gr.Request):
         session = _session(request)
         backend.queue_run(session)          # a no-op when Run's click already did it
         try:
-            yield from decode(session, prompt, methods, temperature, seed, budget, topm, topk, max_new, builder,
-                              ab_builder, preset, target, drafters, device, dtype, show)
+            yield from decode(session, prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new,
+                              builder, ab_builder, preset, target, drafters, device, dtype, show)
         except ConfigError as e:
             yield unchanged(str(e))
         finally:
             backend.finish_run(session)
 
-    def decode(session, prompt, methods, temperature, seed, budget, topm, topk, max_new, builder, ab_builder,
-               preset, target, drafters, device, dtype, show):
+    def decode(session, prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new, builder,
+               ab_builder, preset, target, drafters, device, dtype, show):
         wanted = check_request(prompt, methods, max_new)
         max_new = int(max_new)
         cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder)
                 for m in wanted]
         choice = model_choice(preset, target, drafters, device, dtype)
+        cfgs, auto, auto_note = auto_budgets(cfgs, choice, bool(budget_auto))
+        auto_note = f" · {auto_note}" if auto_note else ""
         stop = backend.stop_flag(session)
         if stop.is_set():
             yield unchanged("Stopped before it started (Stop was pressed while the run waited in the queue).",
@@ -182,7 +169,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                     t0 = time.perf_counter()
                     msg = f"Decoding {cfg.method} ({k + 1}/{len(cfgs)}) · round {len(snap.rounds)} · " \
                           f"{len(snap.token_ids)}/{max_new} tokens" \
-                          + (f" · no new round for {silent:.0f} s" if silent >= 5 else "")
+                          + (f" · no new round for {silent:.0f} s" if silent >= 5 else "") + auto_note
                     out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
                     if first:          # the old run's figures go with the new run's first update
@@ -205,6 +192,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                 gr.Warning(esc(f"{cfg.method} failed: {job.error}"))
             elif job.result is not None:
                 traces[cfg.method] = job.result
+                if cfg.method in auto:
+                    job.result.config["budget_auto"] = auto[cfg.method].describe()
         if not traces:
             yield (unchanged("Stopped before the first round: nothing decoded.", "done") if stop.is_set()
                    else unchanged("Nothing decoded: every method failed (see the warnings)."))
@@ -214,7 +203,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         last = list(traces)[-1]
         n = len(traces[last].rounds)
         word = "Stopped" if stop.is_set() else "Done"
-        msg = f"{word} · {', '.join(traces)} in {time.perf_counter() - started:.1f} s · {backend.describe()}"
+        msg = f"{word} · {', '.join(traces)} in {time.perf_counter() - started:.1f} s{auto_note} · {backend.describe()}"
         backend.finish_run(session)         # from here Stop has nothing left to stop
         yield [*render_all(traces, last, n, show, status_html(msg, "done")), gr.Button(interactive=True)]
 
@@ -313,9 +302,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         return [*render_all(traces, last, n, show, status_html(msg, "done")), *off]
 
     # --- listeners ---------------------------------------------------------------------------------
-    run_inputs = [c[k] for k in ("prompt", "methods", "temperature", "seed", "budget", "topm_m", "topk", "max_new",
-                                 "builder_choice", "ab_builder", "preset", "target", "drafters", "device", "dtype",
-                                 "show")]
+    run_inputs = [c[k] for k in ("prompt", "methods", "temperature", "seed", "budget", "budget_auto", "topm_m", "topk",
+                                 "max_new", "builder_choice", "ab_builder", "preset", "target", "drafters", "device",
+                                 "dtype", "show")]
     view_state = [traces_state, c["focus"], c["round"], c["show"]]
     export_args = dict(fn=exports, inputs=[*view_state, playing], outputs=exports_out,
                        concurrency_id="export", concurrency_limit=2, show_progress="hidden",
@@ -336,6 +325,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["load"].click(load, [c["preset"], c["target"], c["drafters"], c["device"], c["dtype"]],
                     [c["status"], c["methods"]], api_name="load_model", concurrency_id=MODEL_QUEUE,
                     concurrency_limit=1)
+    model_in = [c[k] for k in ("preset", "target", "drafters", "device", "dtype")]
+    gr.on([x.change for x in model_in], auto_control, model_in, c["budget_auto"], api_visibility="private",
+          queue=False, show_progress="hidden")
     c["examples"].input(lambda p: p or gr.skip(), c["examples"], c["prompt"], api_visibility="private", queue=False)
 
     quick_out = exports_out[:4]

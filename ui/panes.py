@@ -12,6 +12,27 @@ from dominotree.trace import DecodeTrace
 from .backend import MAX_METHODS
 
 
+def tie_html(trace) -> str:
+    """The pane note for an output that differs from ``ar``'s (see ``diagnose_ties``)."""
+    t = trace.config.get("vs_ar") if isinstance(trace.config, dict) else None
+    if not isinstance(t, dict):
+        return ""
+    try:
+        where, gap, rank, tie = int(t["token"]), float(t["gap"]), int(t["rank"]), bool(t["near_tie"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    verdict = ("a near-tie that bf16 rounds differently in a tree verify and in ar's one-row forward; both are "
+               "greedy continuations" if tie else "larger than a rounding tie: investigate")
+    return (f'<span class="dt-tie">differs from ar from token {where + 1}: the target\'s top tokens there are '
+            f'{abs(gap):.3f} logits apart (this token ranks {rank + 1}): {verdict}</span>')
+
+
+def auto_html(trace: DecodeTrace) -> str:
+    """The pane note for a run whose budget ``auto`` chose (``budget_auto`` in its config)."""
+    note = trace.config.get("budget_auto") if isinstance(trace.config, dict) else None
+    return f'<br><span class="dt-auto">{html.escape(str(note)[:200])}</span>' if note else ""
+
+
 def cost_line(trace: DecodeTrace, ar: DecodeTrace | None) -> str:
     """What one round cost, in ``ar`` steps (``ar``'s time per token), and what it committed:
     their ratio is the speedup over ``ar``."""

@@ -20,13 +20,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..autobudget import Calibration, choose, curve, default_path, load_calibration, prefix_accept, require_profile
+from ..autobudget import (AUTO_METHODS, Calibration, auto_choice, auto_paths, check_auto_method, choose, curve,
+                          default_path, prefix_accept, require_profile)
 from ..config import DecodeConfig, TreeConfig, default_builder
 
 BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-# the fixed-budget heaps whose first b pops are the budget-b tree, ties included
-# (tests/test_autobudget.py; DDTree's top-budget lists break it at exact ties)
-TREE_METHODS = ("marg", "condstatic", "dominotree")
 
 
 def held_out_prompts(per_category: int) -> list[str]:
@@ -44,8 +42,8 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     """Run the calibration (see the module docstring) and return it."""
     from tqdm import tqdm
     from ..decode import _Clock
-    if method not in TREE_METHODS:
-        raise ValueError(f"--budget auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)}), "
+    if method not in AUTO_METHODS:
+        raise ValueError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
                          f"not {method!r}")
     builder = builder or default_builder(dec.target.device)
     tree = replace(tree or TreeConfig(), budget=budget_max)
@@ -89,17 +87,12 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
                  builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True):
     """``(budget, info)`` for ``--budget auto``: the profile (required), the calibration (cached;
-    made now when missing) and the choice with its curve."""
-    from ..cli import UserError
-    from ..costmodel import default_path as cost_path
-    if method not in TREE_METHODS:
-        raise UserError(f"--budget auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)}), not {method!r}")
+    made now when missing) and the choice with its curve (``autobudget.auto_choice``)."""
+    check_auto_method(method)
     dtype = str(pair.target.dtype).replace("torch.", "")
-    cpath = Path(cost_model_path) if cost_model_path else cost_path(pair.name, pair.target.device)
-    cm = require_profile(cpath, pair.name, dtype)
-    kpath = Path(calibration_path) if calibration_path else default_path(pair.name, pair.target.device, method)
+    cpath, kpath = auto_paths(pair.name, pair.target.device, method, cost_model_path, calibration_path)
+    require_profile(cpath, pair.name, dtype)
     if kpath.is_file():
-        cal = load_calibration(kpath)
         print(f"using budget calibration {kpath}", file=sys.stderr)
     else:
         print(f"no budget calibration at {kpath}: calibrating now (python -m dominotree calibrate-budget does it "
@@ -109,23 +102,19 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
                         builder=builder, tree=tree, progress=progress)
         cal.save(kpath)
         print(f"saved {kpath}", file=sys.stderr)
-    if cal.method != method:
-        raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
-    for key, want in (("preset", pair.name), ("dtype", dtype)):
-        if cal.meta.get(key) not in (None, want):
-            print(f"warning: the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses "
-                  f"{want!r}", file=sys.stderr)
-    b = choose(cal, cm)
-    return b, {"method": method, "budget": b, "calibration": str(kpath), "cost_model": str(cpath),
-               "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
-                         for r in curve(cal, cm)]}
+    ch = auto_choice(pair.name, pair.target.device, method, dtype, cpath, kpath)
+    for w in ch.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return ch.budget, {"method": method, "budget": ch.budget, "calibration": str(kpath), "cost_model": str(cpath),
+                       "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
+                                 for r in ch.curve]}
 
 
 def main(argv=None) -> int:
     from ..cli import UserError, add_model_args, load_pair_from_args
     p = argparse.ArgumentParser(prog="python -m dominotree calibrate-budget", description=__doc__.split("\n\n")[0])
     add_model_args(p)
-    p.add_argument("--method", default="dominotree", choices=TREE_METHODS)
+    p.add_argument("--method", default="dominotree", choices=AUTO_METHODS)
     p.add_argument("--budget-max", type=int, default=32, help="the calibration run's budget (the largest b predicted)")
     p.add_argument("--per-category", type=int, default=3, help="last N held-out prompts of each category")
     p.add_argument("--max-new-tokens", type=int, default=48)

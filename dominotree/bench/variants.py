@@ -50,9 +50,9 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
     label = m["m"]
     auto = m["b"] == "auto"
     if auto:
-        from .calibrate import TREE_METHODS
-        if m["m"] not in TREE_METHODS:
-            raise _user_error(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(TREE_METHODS)})")
+        from ..autobudget import AUTO_METHODS
+        if m["m"] not in AUTO_METHODS:
+            raise _user_error(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)})")
         label += "@auto"
     elif m["b"] is not None:
         tree = replace(tree, budget=int(m["b"]))
