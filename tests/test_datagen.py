@@ -37,14 +37,18 @@ def _greedy_one(model, prompt, n, end_ids):
     return S.trim_answer(ans, end_ids)
 
 
-def test_slots_equal_one_at_a_time_greedy(tiny_llama):
+@pytest.mark.parametrize("slots,sort_every,row_chunk", [(3, 0, 16), (5, 3, 2)])
+def test_slots_equal_one_at_a_time_greedy(tiny_llama, monkeypatch, slots, sort_every, row_chunk):
     """More requests than slots, different prompt lengths and limits: every answer equals
-    plain one-at-a-time greedy ``generate`` token for token (float32)."""
+    plain one-at-a-time greedy ``generate`` token for token (float32). The second case re-sorts
+    the cache rows every 3 steps and gives every 2 rows their own attention window."""
+    from dominotree.train import batchgen
+    monkeypatch.setattr(batchgen, "ROW_CHUNK", row_chunk)
     rng = random.Random(1)
     end = {7}
     reqs = [Request(i, [1] + [rng.randrange(10, 200) for _ in range(rng.randint(1, 12))], rng.randint(3, 30))
             for i in range(9)]
-    gen = SlotGenerator(tiny_llama, slots=3, end_ids=end, crop_every=4)
+    gen = SlotGenerator(tiny_llama, slots=slots, end_ids=end, crop_every=4, sort_every=sort_every)
     got = {r.key: (ans, trunc) for r, ans, trunc in gen.run(reqs)}
     assert sorted(got) == list(range(9))
     for r in reqs:

@@ -72,27 +72,46 @@ def sample_row(logits: torch.Tensor, temperature: float, top_p: float, gen: torc
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
+ROW_CHUNK = 16      # rows per attention window in ``grouped_sdpa``
+
+
 def grouped_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                  is_causal=None, **kwargs):
-    """SDPA for grouped-query attention without copying the keys and values per query head.
+    """One-token attention for ``SlotGenerator``: GQA without copies, windows per chunk of rows.
 
-    transformers' ``sdpa`` repeats every kv head for its query heads (``repeat_kv``), which at
-    64+ slots copies the whole cache three times per layer per step (SmolLM2: 9 query heads on 3
-    kv heads) and made attention cost grow with context faster than the products. Here the query
-    heads of one kv head become extra query rows of that head: ``[B, Hkv, g * q, D]`` against
-    ``[B, Hkv, W, D]``, the same products, no copy (written as two batched products: for these
-    few query rows they measured 20 % faster than the CPU flash kernel). Head ``h`` is kv head ``h // g`` as in
-    ``repeat_kv``. Only one-token steps are grouped (every step of ``SlotGenerator``)."""
+    Two costs of transformers' ``sdpa`` dominate at 64+ slots and grow with context:
+    - it repeats every kv head for its query heads (``repeat_kv``: the whole cache copied three
+      times per layer per step for SmolLM2's 9 query heads on 3 kv heads). Here the query heads of
+      one kv head are query rows of that head, ``[Hkv, g, D]`` against ``[Hkv, W, D]``: no copy.
+      Head ``h`` is kv head ``h // g``, as in ``repeat_kv``.
+    - every row attends to the whole window, from the oldest live sequence's first column, and
+      masks what is not its own. Here each chunk of ``ROW_CHUNK`` rows attends from its own
+      oldest row's first allowed column (a view, no copy); ``SlotGenerator`` keeps rows sorted
+      by start, so a chunk's window is close to its rows' own lengths.
+    The mask is applied within each window, so any mask gives the masked result.
+    Prefill steps (more than one query) and plain multi-head attention go to transformers' sdpa."""
     b, hq, q, d = query.shape
     hkv = key.shape[1]
-    if q != 1 or hq == hkv:     # prefill or plain multi-head attention: transformers' own sdpa
+    if q != 1 or hq == hkv:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, is_causal=is_causal, **kwargs)
+    scale = d ** -0.5 if scaling is None else scaling
     qg = query.reshape(b, hkv, hq // hkv, d)
-    scores = torch.matmul(qg, key.transpose(-1, -2)).mul_(d ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:
-        scores.add_(attention_mask[:, :, :, : key.shape[-2]])
-    out = torch.matmul(torch.softmax(scores, dim=-1), value)
+    w = key.shape[-2]
+    if attention_mask is None:
+        firsts = [0] * b
+    else:
+        mask = attention_mask[:, :, :, :w]
+        first = (mask[:, 0, 0] == 0).to(torch.int8).argmax(-1)         # a fully masked row gives 0
+        firsts = first.tolist()
+    out = torch.empty_like(qg)
+    for r0 in range(0, b, ROW_CHUNK):
+        r1 = min(b, r0 + ROW_CHUNK)
+        f = min(firsts[r0:r1])
+        scores = torch.matmul(qg[r0:r1], key[r0:r1, :, f:].transpose(-1, -2)).mul_(scale)
+        if attention_mask is not None:
+            scores.add_(mask[r0:r1, :, :, f:])
+        torch.matmul(torch.softmax(scores, dim=-1), value[r0:r1, :, f:], out=out[r0:r1])
     return out.reshape(b, hq, 1, d).transpose(1, 2), None
 
 
@@ -137,8 +156,13 @@ class _SlotLayer(DynamicLayer):
         return self.n
 
     def select_rows(self, idx: torch.Tensor) -> None:
+        """Keep rows ``idx`` in that order (copies only the ``n`` used columns)."""
         if self.is_initialized:
-            self._k, self._v = self._k.index_select(0, idx), self._v.index_select(0, idx)
+            def pick(buf):
+                new = buf.new_empty(len(idx), *buf.shape[1:])
+                torch.index_select(buf[:, :, : self.n], 0, idx, out=new[:, :, : self.n])
+                return new
+            self._k, self._v = pick(self._k), pick(self._v)
             self._views()
 
     def crop_left(self, cut: int) -> None:
@@ -159,7 +183,7 @@ def slot_cache(config, capacity: int = 512) -> DynamicCache:
 class SlotGenerator:
     """Greedy or sampled generation of many requests through one HF causal LM, ``slots`` at a time."""
 
-    def __init__(self, model, slots: int, end_ids: set[int], crop_every: int = 32):
+    def __init__(self, model, slots: int, end_ids: set[int], crop_every: int = 32, sort_every: int = 64):
         if slots < 1:
             raise ValueError("slots must be at least 1")
         if not end_ids:
@@ -170,6 +194,7 @@ class SlotGenerator:
         self.slots = slots
         self.end_ids = set(end_ids)
         self.crop_every = crop_every
+        self.sort_every = sort_every  # steps between re-sorting cache rows by start (grouped_sdpa's windows)
         self.steps = 0                # forwards run (for throughput reports)
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
@@ -245,6 +270,16 @@ class SlotGenerator:
             # slot's row is dropped before the next step.
             nxt = [i for i, s in enumerate(live) if s is not None]
             row_order = [rows.index(i) for i in nxt]
+            if self.sort_every and self.steps % self.sort_every == 0 and nxt:
+                # Oldest sequences first, in slots and in cache rows alike, so that each chunk of
+                # rows in ``grouped_sdpa`` has a window close to its own rows' lengths.
+                by_start = sorted(range(len(nxt)), key=lambda j: live[nxt[j]].start)
+                keep = torch.tensor([row_order[j] for j in by_start], device=dev)
+                for layer in cache.layers:
+                    layer.select_rows(keep)
+                live = [live[nxt[j]] for j in by_start] + [None] * (self.slots - len(nxt))
+                nxt = list(range(len(by_start)))
+                row_order = nxt[:]
             if self.steps % self.crop_every == 0 and nxt:
                 lo = min(live[i].start for i in nxt)
                 if lo > base:

@@ -24,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter, deque
@@ -181,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     gen = SlotGenerator(model, a.slots, end_ids)
     pending: deque = deque()
     stop = "plan exhausted"
+    term: list[str] = []     # SIGTERM: write the finished examples, then stop
+    signal.signal(signal.SIGTERM, lambda *_: term.append("SIGTERM"))
     for req, out, trunc in gen.run(pending, refill):
         job, stage, ids = req.key
         if stage == "write":
@@ -221,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             break
         if time.perf_counter() > deadline:
             stop = "time budget"
+            break
+        if term:
+            stop = term[0]
             break
     if buf:
         el = time.perf_counter() - t_shard
