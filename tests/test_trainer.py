@@ -164,7 +164,7 @@ def test_packed_blocks_equal_decode_time_forward(tiny):
     seq = read_data(a.data)[0]
     anchors = [seq.prompt_len, seq.prompt_len + 5, len(seq.ids) - 3]
     blk = make_blocks(seq, anchors, 16, a.mask_token_id)
-    feats = tr.feats(seq)
+    feats = tr.feats(seq).float()       # the trainer keeps features in bf16
     with torch.no_grad():
         z_d, z_m, s = tr._backbones(feats, blk)
         emb = target.get_input_embeddings()

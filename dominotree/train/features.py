@@ -13,12 +13,15 @@ class TargetFeatures:
     """Tapped target features ``hidden_states[l+1]`` (decoder layer ``l`` outputs), concatenated.
 
     Forward hooks on the tapped layers; the forward stops after the last tapped layer (the
-    remaining layers, the final norm and the LM head are never run). Features are kept in a
-    bounded in-memory cache (bf16) so later epochs skip the target forward.
+    remaining layers, the final norm and the LM head are never run). Features are in ``dtype``
+    (the trainer asks for bf16 also from a float32 target: half the memory, and cached and fresh
+    features the same) and kept in a bounded in-memory cache so later epochs skip the target
+    forward.
     """
 
-    def __init__(self, model, taps: tuple[int, ...], cache_gb: float):
+    def __init__(self, model, taps: tuple[int, ...], cache_gb: float, dtype: torch.dtype | None = None):
         self.model = model
+        self.dtype = dtype            # features' dtype (None: the target's)
         self.taps = tuple(taps)
         self.last = max(taps)
         self.cap = int(cache_gb * 2**30)
@@ -58,7 +61,7 @@ class TargetFeatures:
             self._cap[n_layers - 1] = self.model.model.norm(self._cap[n_layers - 1])
         feats = torch.cat([self._cap[l] for l in self.taps], dim=-1)
         self._cap = {}
-        return feats  # [1, T, L*H]
+        return feats if self.dtype is None else feats.to(self.dtype)  # [1, T, L*H]
 
     def __call__(self, seq: Seq, keep: bool = True) -> torch.Tensor:
         f = self.cache.get(seq.key)

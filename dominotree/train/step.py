@@ -23,7 +23,7 @@ class Trainer:
         self.bs = dflash.cfg.block_size
         self.embed_w = target.get_input_embeddings().weight      # [V, H] bf16, frozen
         self.head_w = target.get_output_embeddings().weight      # [V, H] bf16, frozen
-        self.feats = TargetFeatures(target, dflash.cfg.target_layer_ids, a.feat_cache_gb)
+        self.feats = TargetFeatures(target, dflash.cfg.target_layer_ids, a.feat_cache_gb, torch.bfloat16)
         self.w_d = row_weights(self.bs - 1, a.gamma)             # DFlash rows 1..B-1
         self.w_m = row_weights(self.bs, a.gamma)                 # Domino rows 0..B-1
         self.amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=not a.no_amp)
