@@ -74,6 +74,22 @@ def test_slots_refill_callback_and_bad_requests(tiny_llama):
         SlotGenerator(tiny_llama, 2, set())
 
 
+def test_follow_ups_appended_while_iterating_are_served(tiny_llama):
+    """selfdistill appends a request that depends on an answer (a self-written request's answer,
+    a chat's second turn) to the deque it passed in: it must be answered, as the same greedy
+    continuation of the first answer that a fresh request would get."""
+    from collections import deque
+    pending = deque([Request("first", [1, 20, 30], 5)])
+    out = {}
+    for r, ans, trunc in SlotGenerator(tiny_llama, slots=2, end_ids={7}).run(pending):
+        out[r.key] = ans
+        if r.key == "first":
+            pending.append(Request("second", [1, 20, 30] + ans + [40], 5))
+    assert sorted(out) == ["first", "second"]
+    want, _ = _greedy_one(tiny_llama, [1, 20, 30] + out["first"] + [40], 5, {7})
+    assert out["second"] == want
+
+
 def test_sampled_requests_do_not_depend_on_batch_mates(tiny_llama):
     """A sampled request's answer depends on its own seed, not on which requests share its batch
     (compared in float64, where batched products round alike)."""

@@ -206,8 +206,10 @@ class SlotGenerator:
             ) -> Iterator[tuple[Request, list[int], bool]]:
         """Yield ``(request, answer ids, truncated)`` as each sequence finishes (not in input order).
         The answer ends with its end token unless ``truncated`` (the token limit came first).
-        ``refill(queue)`` is called when a slot is free and the queue is empty."""
-        queue = deque(requests)
+        ``refill(queue)`` is called when a slot is free and the queue is empty. When ``requests``
+        is a deque it is the queue itself, so requests the caller appends while iterating (a
+        follow-up that depends on an answer) are served too."""
+        queue = requests if isinstance(requests, deque) else deque(requests)   # a deque is used as is: the caller may append
         dev = self.model.get_input_embeddings().weight.device
         dtype = self.model.get_input_embeddings().weight.dtype
         neg = torch.finfo(dtype).min

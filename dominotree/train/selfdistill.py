@@ -100,6 +100,12 @@ class Chat:
         return first_ids + answer + self.tok(suffix, add_special_tokens=False)["input_ids"]
 
 
+def record(rid: str, job, prompt: list[int], answer: list[int], truncated: bool, request) -> dict:
+    """One example: the prompt's and answer's token ids and what they came from."""
+    return {"id": rid, "kind": job.kind, "category": job.category, "sampled": job.sampled,
+            "truncated": truncated, "prompt_len": len(prompt), "ids": prompt + answer, "request": request}
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="Generate self-distillation data from the target.")
     ap.add_argument("--out", type=Path, default=Path("assets/distill"))
@@ -199,14 +205,18 @@ def main(argv: list[str] | None = None) -> int:
             pending.append(answer_req(job, chat.first(request), "answer1"))
             continue
         if job.kind == "multiturn" and stage == "answer1":
+            # the first answer is an example of its own (a one-turn chat), and the context of the second
+            if f"{job.id}:1" not in done:
+                buf.append(record(f"{job.id}:1", job, ids, out, trunc, job.request))
+                n_new, n_ans, ans_shard = n_new + 1, n_ans + len(out), ans_shard + len(out)
+                stats["multiturn first turn"] += 1
             if trunc:
-                stats["multiturn dropped: first answer truncated"] += 1
-                continue
-            pending.append(answer_req(job, chat.second(ids, out, job.follow_up), "answer2"))
+                stats["multiturn: first answer truncated, no second turn"] += 1
+            else:
+                pending.append(answer_req(job, chat.second(ids, out, job.follow_up), "answer2"))
             continue
         request = job.request if job.kind != "multiturn" else [job.request, job.follow_up]
-        buf.append({"id": job.id, "kind": job.kind, "category": job.category, "sampled": job.sampled,
-                    "truncated": trunc, "prompt_len": len(ids), "ids": ids + out, "request": request})
+        buf.append(record(job.id, job, ids, out, trunc, request))
         n_new += 1
         n_ans += len(out)
         ans_shard += len(out)
@@ -259,6 +269,11 @@ Command (last run; a rerun with the same --out and --seed continues the plan):
 - Answers: continuous batching (`batchgen.SlotGenerator`, {a.slots} slots), max_new_tokens
   {a.max_new_tokens}, stop at {" / ".join(END_TOKENS)} (ids {end_ids}); sampled answers at
   temperature {a.temperature}, top-p {a.top_p}, one generator per request seeded from the plan.
+- Two-turn chats give two examples: the first turn (id `<job>:1`, prompt = the first request)
+  and, when the first answer ended by itself, the second (prompt = the first turn, its answer
+  and the follow-up). Shards 00000-00007 were written before that (and before a fix that made
+  self-written requests and second turns reach the generator at all), so they hold template
+  and long requests only.
 
 ## Totals (all runs in this folder)
 
