@@ -271,7 +271,7 @@ Command (last run; a rerun with the same --out and --seed continues the plan):
   temperature {a.temperature}, top-p {a.top_p}, one generator per request seeded from the plan.
 - Two-turn chats give two examples: the first turn (id `<job>:1`, prompt = the first request)
   and, when the first answer ended by itself, the second (prompt = the first turn, its answer
-  and the follow-up). Shards 00000-00007 were written before that (and before a fix that made
+  and the follow-up). Shards 00000-00011 were written before that (and before a fix that made
   self-written requests and second turns reach the generator at all), so they hold template
   and long requests only.
 
