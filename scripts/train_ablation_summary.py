@@ -1,8 +1,10 @@
 """Summarise scripts/train_ablation.sh: held-out acceptance against training time per config.
 
-Reads results/train-ablation/*.log (the trainer's own log lines) and writes
-results/train-ablation/README.md: one row per config (steps, step time and its parts, rows per
-second, held-out greedy chain acceptance at the last evaluation) and the acceptance curves.
+Reads FOLDER/*.log (the trainer's own log lines; FOLDER defaults to results/train-ablation) and
+writes FOLDER/README.md: one row per config (steps, step time and its parts, rows per second,
+held-out greedy chain acceptance at the last evaluation) and the acceptance curves.
+
+    python scripts/train_ablation_summary.py [FOLDER]
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "results" / "train-ablation"
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "results" / "train-ablation"
 EVAL = re.compile(r"eval step (\d+) \| (\d+) s \| acc dflash ([\d.]+) domino ([\d.]+) \(base ([\d.]+)\)")
 STEP = re.compile(r"\] step (\d+) \| (\d+) s .*?\| rows (\d+)/(\d+).*?\| step ([\d.]+) s "
                   r"\(feat ([\d.]+) bb ([\d.]+) head\+bwd ([\d.]+)\)")
@@ -47,9 +49,10 @@ def main() -> int:
         return 1
     runs = {p.stem: parse(p) for p in logs}
     machine = (OUT / "machine.txt").read_text().strip() if (OUT / "machine.txt").exists() else "(not recorded)"
+    made = (OUT / "MADE_BY").read_text().strip() if (OUT / "MADE_BY").exists() else \
+        "`scripts/train_ablation.sh` (each config alone on the machine, same seed, data and held-out split, same wall-clock budget)"
     lines = ["# Training ablations for the embedded drafters (issue 10)", "",
-             "Made by `scripts/train_ablation.sh` (each config alone on the machine, same seed, data and",
-             "held-out split, same wall-clock budget) and `python scripts/train_ablation_summary.py`.",
+             f"Made by {made} and `python scripts/train_ablation_summary.py {OUT}`.",
              "Acceptance is the held-out greedy chain acceptance the trainer logs (tokens per block, bonus",
              "included, on the held-out sequences' blocks): `dflash`, `domino` (corrected), `base` (Domino",
              "uncorrected).", "", "Machine:", "", "```", machine, "```", ""]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Training step speed of the ablation configs (issue 10): a dozen steps each, no evaluation to
+# speak of, so the choice between bf16 autocast and float32, the full LM head and a candidate
+# vocabulary, anchors per sequence and draft layers starts from measured rows/s on the machine
+# at hand. Acceptance per CPU-hour needs the longer scripts/train_ablation.sh.
+#
+#   scripts/train_speed.sh [STEPS] [DATA]      # default 12 steps, assets/distill
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${1:-12}
+DATA=${2:-assets/distill}
+OUT=results/train-ablation/speed
+PY=${PY:-.venv/bin/python}
+mkdir -p "$OUT"
+rm -f "$OUT"/*.log
+export HF_HUB_OFFLINE=1
+echo "\`scripts/train_speed.sh $STEPS $DATA\` ($STEPS steps per config, one config at a time under flock)" > "$OUT/MADE_BY"
+CONFIGS=(
+  "bf16-full|"
+  "f32-full|--no-amp --target-dtype float32"
+  "f32-vocab8k|--no-amp --target-dtype float32 --head-vocab 8192"
+  "f32-vocab8k-a128|--no-amp --target-dtype float32 --head-vocab 8192 --anchors 128 --batch 2"
+  "f32-vocab8k-3layers|--no-amp --target-dtype float32 --head-vocab 8192 --layers 3"
+)
+lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"
+grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort | uniq -c >> "$OUT/machine.txt" || true
+for entry in "${CONFIGS[@]}"; do
+  name=${entry%%|*}; extra=${entry#*|}
+  echo "== $name: $extra"
+  # shellcheck disable=SC2086
+  flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data "$DATA" --seed 0 --max-steps "$STEPS" \
+      --time-budget-min 60 --threads 2 --n-eval 4 --eval-anchors 2 --eval-every-min 1000 --log-every 1 \
+      --lam-floor 0.5 --save-every-min 1000 --out-dflash "/tmp/speed/$name/dflash" \
+      --out-domino "/tmp/speed/$name/domino" --log "$OUT/$name.log" $extra > "$OUT/$name.stdout.txt" 2>&1
+done
+"$PY" scripts/train_ablation_summary.py "$OUT"
