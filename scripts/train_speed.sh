@@ -5,6 +5,7 @@
 # at hand. Acceptance per CPU-hour needs the longer scripts/train_ablation.sh.
 #
 #   scripts/train_speed.sh [STEPS] [DATA]      # default 12 steps, assets/distill
+#   ONLY="f32-full f32-vocab8k" scripts/train_speed.sh     # just these configs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-12}
@@ -12,7 +13,6 @@ DATA=${2:-assets/distill}
 OUT=results/train-ablation/speed
 PY=${PY:-.venv/bin/python}
 mkdir -p "$OUT"
-rm -f "$OUT"/*.log
 export HF_HUB_OFFLINE=1
 echo "\`scripts/train_speed.sh $STEPS $DATA\` ($STEPS steps per config, one config at a time under flock)" > "$OUT/MADE_BY"
 CONFIGS=(
@@ -26,6 +26,8 @@ lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"
 grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort | uniq -c >> "$OUT/machine.txt" || true
 for entry in "${CONFIGS[@]}"; do
   name=${entry%%|*}; extra=${entry#*|}
+  if [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]]; then continue; fi
+  rm -f "$OUT/$name.log"
   echo "== $name: $extra"
   # shellcheck disable=SC2086
   flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data "$DATA" --seed 0 --max-steps "$STEPS" \
