@@ -58,6 +58,13 @@ def assert_recovered(page, message: str, shown: str) -> None:
     page.wait_for_function("m => document.querySelector('#status').innerText.includes(m)", arg=message)
     assert page.locator("#status .dt-status-error").count() == 1
     page.wait_for_selector("#run:not([disabled])", timeout=10_000)
+    # Gradio's pending timer ("0.1s") may sit on the pane for a moment after the event ends;
+    # the earlier output must be back, intact, once it goes
+    try:
+        page.wait_for_function("t => document.querySelector('#pane-0-text').innerText === t", arg=shown,
+                               timeout=10_000)
+    except Exception:
+        pass
     assert page.inner_text("#pane-0-text") == shown
     assert page.locator("#tree .js-plotly-plot").count() == 1
     assert page.get_by_text("Error", exact=True).count() == 0, "an output carries Gradio's Error badge"
