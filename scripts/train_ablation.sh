@@ -16,17 +16,9 @@ PY=${PY:-.venv/bin/python}
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1
 
-# name | extra trainer flags (on top of the shared ones below)
-CONFIGS=(
-  "bf16-full|"
-  "f32-full|--no-amp --target-dtype float32"
-  "f32-vocab8k|--no-amp --target-dtype float32 --head-vocab 8192"
-  "f32-vocab8k-a128|--no-amp --target-dtype float32 --head-vocab 8192 --anchors 128 --batch 2"
-  "f32-vocab8k-3layers|--no-amp --target-dtype float32 --head-vocab 8192 --layers 3"
-)
-lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"
-grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort | uniq -c >> "$OUT/machine.txt" || true
-for entry in "${CONFIGS[@]}"; do
+source scripts/train_configs.sh
+record_machine "$OUT/machine.txt"
+for entry in "${TRAIN_CONFIGS[@]}"; do
   name=${entry%%|*}; extra=${entry#*|}
   log="$OUT/$name.log"
   if [[ -f $log ]] && tail -1 "$log" | grep -q "done:"; then

@@ -307,6 +307,7 @@ class Drafter(nn.Module):
         """``SiLU(W1 · [z ; s])`` [N, E] (the low-rank part before W2)."""
         return self.embed_proj[1](self.embed_proj[0](torch.cat([z, state], dim=-1)))
 
-    def correction(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Full-vocabulary logit correction ``W2 · SiLU(W1 · [z ; s])`` [N, V]."""
-        return self.embed_proj[2](self.correction_hidden(z, state))
+    def correction(self, z: torch.Tensor, state: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logit correction ``W2 · SiLU(W1 · [z ; s])``: [N, V], or [N, len(ids)] for the tokens ``ids`` only."""
+        h = self.correction_hidden(z, state)
+        return self.embed_proj[2](h) if ids is None else F.linear(h, self.embed_proj[2].weight[ids])

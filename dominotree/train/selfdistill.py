@@ -6,7 +6,7 @@ chats); the drafters are trained on its own outputs.
         --time-budget-min 60 --slots 128 --max-new-tokens 384
 
 Generation runs through ``batchgen.SlotGenerator`` (continuous batching: one forward per step
-for all slots, bf16, sdpa). Output, append-only, under ``--out``:
+for all slots, ``--dtype``, sdpa). Output, append-only, under ``--out``:
   shard-NNNNN.jsonl.gz  gzip JSON lines, one per example, written atomically every
                         ``--shard-every`` examples (a kill loses at most the examples in memory):
       {"id", "kind", "category", "sampled", "truncated", "prompt_len", "ids", "request"}

@@ -54,11 +54,7 @@ class Trainer:
         """Base and final logits for Domino rows (row 0 uncorrected), over all tokens or ``cand``."""
         base = self._head(z, cand)
         with self.amp:
-            if cand is None:
-                corr = self.domino.correction(z, s)
-            else:
-                corr = F.linear(self.domino.correction_hidden(z, s), self.domino.embed_proj[2].weight[cand])
-            corr = corr.float()
+            corr = self.domino.correction(z, s, cand).float()
         corr = corr * (row_idx >= 1).to(corr.dtype)[:, None]
         return base, base + corr
 
