@@ -254,8 +254,14 @@ class FastModel:
         kv[1, :, start:start + n] = v
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
         with (self.timer or _untimed)("attention"):
-            o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
-                                               is_causal=causal, enable_gqa=nh != nkv)
+            if n == 1 and attn_mask is None:
+                # one query sees every cached key: fold each group's heads into the query rows of
+                # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys)
+                o = F.scaled_dot_product_attention(q.reshape(1, nkv, nh // nkv, hd), keys[None], values[None])
+                o = o.reshape(1, nh, 1, hd)
+            else:
+                o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
+                                                   is_causal=causal, enable_gqa=nh != nkv)
         x = x + layer.o(o[0].transpose(0, 1).reshape(n, nh * hd))
         h = _rms(x, layer.ln2, self.eps)
         if len(layer.gate_up) > 1:
