@@ -175,6 +175,28 @@ def test_int4_and_bf16_matmuls_are_row_independent():
         assert torch.equal(torch.cat([lin(x[i:i + 1]) for i in range(17)]), full)
 
 
+@pytest.mark.parametrize("shape", [(17, 576), (4, 576), (1, 17, 576), (2, 576)])
+def test_column_blocked_linear_is_bit_identical(shape, monkeypatch):
+    """``fast.linear`` splits float32 few-row products into column blocks: the same bits as one
+    ``F.linear`` (a ragged last block, a bias, 3-D input), and one row or bf16 stay unsplit."""
+    import dominotree.models.fast as fast
+    monkeypatch.setattr(fast, "COLUMN_CHUNK", 96)
+    torch.manual_seed(0)
+    w, b = torch.randn(1000, shape[-1]) * 0.05, torch.randn(1000)
+    x = torch.randn(*shape)
+    for bias in (None, b):
+        assert torch.equal(fast.linear(x, w, bias), torch.nn.functional.linear(x, w, bias))
+    calls = []
+    real = torch.nn.functional.linear
+    monkeypatch.setattr(fast.F, "linear", lambda *a: calls.append(1) or real(*a))
+    fast.linear(x, w)
+    assert len(calls) == 11                     # ceil(1000 / 96) blocks
+    calls.clear()
+    fast.linear(x.reshape(-1, shape[-1])[:1], w)
+    fast.linear(x.bfloat16(), w.bfloat16())
+    assert len(calls) == 2
+
+
 def test_generate_json_says_which_weights_and_forward_run(capsys):
     import json
 

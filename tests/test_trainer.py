@@ -281,3 +281,19 @@ def test_main_with_head_vocab_trains_and_logs_it(tiny, tmp_path):
     assert "head vocabulary: the 50 most frequent answer tokens" in text
     vocab = [int(line.split(" vocab ")[1].split()[0]) for line in text.splitlines() if line.startswith("[") and "| rows " in line]
     assert vocab and all(50 <= v < VOCAB for v in vocab)
+
+
+def test_shards_limits_the_data_to_the_first_shards(tmp_path):
+    """``--shards N`` reads the first N shards in name order, so a run keeps its data (and its
+    resume fingerprint) while the generator appends shards; impossible counts are clear errors."""
+    from dominotree.train.data import shard_files
+    for i in range(3):
+        rec = {"id": f"s{i}", "prompt_len": 2, "ids": [1, 5, 6 + i, 7, 8]}
+        (tmp_path / f"shard-{i:05d}.jsonl").write_text(json.dumps(rec) + "\n")
+    (tmp_path / "shard-00003.jsonl.tmp").write_text("{}\n")        # a shard being written: never read
+    assert [s.ids[2].item() for s in read_data(tmp_path)] == [6, 7, 8]
+    assert [s.ids[2].item() for s in read_data(tmp_path, shards=2)] == [6, 7]
+    assert [f.name for f in shard_files(tmp_path, 1)] == ["shard-00000.jsonl"]
+    for bad in (0, 4):
+        with pytest.raises(SystemExit, match="shards"):
+            read_data(tmp_path, shards=bad)

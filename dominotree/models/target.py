@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from .fast import KVCache
+from .fast import KVCache, linear as fast_linear
 
 
 def _layer_kv(cache):
@@ -169,4 +169,8 @@ class Target:
         return self.embed(ids)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden)
+        """The target's LM head on ``hidden`` (the drafters' rows), in the model dtype."""
+        head = self.lm_head
+        if type(head) is torch.nn.Linear:
+            return fast_linear(hidden, head.weight, head.bias)   # == head(hidden), column blocks
+        return head(hidden)

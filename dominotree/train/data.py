@@ -14,12 +14,23 @@ from pathlib import Path
 import torch
 
 
-def read_records(folder: Path) -> list[dict]:
-    """All complete records under ``folder``, shard by shard in name order."""
+def shard_files(folder: Path, shards: int | None = None) -> list[Path]:
+    """The shards under ``folder`` in name order; only the first ``shards`` when given (a fixed
+    subset stays the same data while the generator appends more)."""
+    files = [f for f in sorted(Path(folder).glob("*.jsonl*")) if not f.name.endswith(".tmp")]
+    if shards is not None:
+        if shards < 1:
+            raise SystemExit(f"error: --shards must be at least 1, got {shards}")
+        if shards > len(files):
+            raise SystemExit(f"error: --shards {shards}, but {folder} has {len(files)} shards")
+        files = files[:shards]
+    return files
+
+
+def read_records(folder: Path, shards: int | None = None) -> list[dict]:
+    """All complete records under ``folder`` (its first ``shards`` shards), in name order."""
     recs = []
-    for shard in sorted(Path(folder).glob("*.jsonl*")):
-        if shard.name.endswith(".tmp"):
-            continue
+    for shard in shard_files(folder, shards):
         opener = gzip.open if shard.suffix == ".gz" else open
         try:
             with opener(shard, "rt") as f:
@@ -47,12 +58,13 @@ class Seq:
         return max(0, len(self.ids) - 1 - self.prompt_len)
 
 
-def read_data(folder: Path, min_answer: int = 2) -> list[Seq]:
-    """The usable records under ``folder`` as sequences (answers of at least ``min_answer`` tokens)."""
+def read_data(folder: Path, min_answer: int = 2, shards: int | None = None) -> list[Seq]:
+    """The usable records under ``folder`` (its first ``shards`` shards) as sequences (answers of
+    at least ``min_answer`` tokens)."""
     if not any(Path(folder).glob("*.jsonl*")):
         raise SystemExit(f"error: no *.jsonl or *.jsonl.gz shards in {folder}")
     out: list[Seq] = []
-    for r in read_records(folder):
+    for r in read_records(folder, shards):
         try:
             ids, pl = r["ids"], int(r["prompt_len"])
         except (KeyError, TypeError, ValueError):

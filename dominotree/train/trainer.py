@@ -61,6 +61,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m dominotree.train.trainer",
                                  description="Train the DFlash and Domino drafters together on self-distillation data.")
     ap.add_argument("--data", type=Path, default=Path("data/distill"), help="folder of *.jsonl shards")
+    ap.add_argument("--shards", type=int, default=None,
+                    help="train on the first N shards only (name order): the same data while more are appended")
     ap.add_argument("--target", type=Path, default=None, help="target model folder (default: embedded SmolLM2)")
     ap.add_argument("--out-dflash", type=Path, default=Path("assets/drafters/smollm2-dflash-b16"))
     ap.add_argument("--out-domino", type=Path, default=Path("assets/drafters/smollm2-domino-b16"))
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   local_files_only=True).eval()
     target.requires_grad_(False)
 
-    seqs = read_data(a.data)
+    seqs = read_data(a.data, shards=a.shards)
     train, held = split_heldout(seqs, a.n_eval, a.seed)
     n_mask = sum(int((s.ids[s.prompt_len:] == a.mask_token_id).sum()) for s in seqs)
     if n_mask:
