@@ -182,3 +182,22 @@ def test_plan_is_deterministic():
     assert [a.job(i) for i in range(200)] == [b.job(i) for i in range(200)]
     kinds = {a.job(i).kind for i in range(200)}
     assert kinds == {"template", "long", "self", "multiturn"}
+
+
+def test_rerun_starts_an_interrupted_second_turn_from_the_stored_first():
+    """A chat stopped between its turns has only ``<job>:1`` on disk: the rerun builds the second
+    turn's prompt from that record, exactly as the uninterrupted run did (``chat.second`` of the
+    first prompt and answer); a cut first answer has no second turn; finished chats are left."""
+    class Chat:
+        def second(self, first_ids, answer, follow_up):
+            return first_ids + answer + [len(follow_up)]
+
+    recs = [{"id": "m1:1", "prompt_len": 3, "ids": [1, 2, 3, 7, 8, 2], "truncated": False},
+            {"id": "m2:1", "prompt_len": 2, "ids": [1, 4, 9, 9], "truncated": True},
+            {"id": "m3:1", "prompt_len": 2, "ids": [1, 5, 6], "truncated": False},
+            {"id": "m3", "prompt_len": 5, "ids": [1, 5, 6, 0, 0, 7], "truncated": False},
+            {"id": "t1", "prompt_len": 1, "ids": [1, 2], "truncated": False}]
+    first = S.interrupted_first_turns(recs)
+    assert sorted(first) == ["m1", "m2"]
+    assert S.second_turn_prompt(Chat(), first["m1"], "why?") == Chat().second([1, 2, 3], [7, 8, 2], "why?")
+    assert S.second_turn_prompt(Chat(), first["m2"], "why?") is None

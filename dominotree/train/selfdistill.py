@@ -100,6 +100,23 @@ class Chat:
         return first_ids + answer + self.tok(suffix, add_special_tokens=False)["input_ids"]
 
 
+def interrupted_first_turns(records: list[dict]) -> dict[str, dict]:
+    """Two-turn chats whose first turn is on disk but whose second is not (a run stopped between
+    them): job id -> the first turn's record. A rerun starts their second turn from it instead of
+    answering the first turn again."""
+    done = {r["id"] for r in records}
+    return {r["id"][:-2]: r for r in records if r["id"].endswith(":1") and r["id"][:-2] not in done}
+
+
+def second_turn_prompt(chat, first: dict, follow_up: str) -> list[int] | None:
+    """The second turn's prompt from the first turn's record (None: the first answer was cut at
+    the token limit, so the chat has no second turn), as ``chat.second`` made it in one run."""
+    if first.get("truncated"):
+        return None
+    pl = int(first["prompt_len"])
+    return chat.second(first["ids"][:pl], first["ids"][pl:], follow_up)
+
+
 def record(rid: str, job, prompt: list[int], answer: list[int], truncated: bool, request) -> dict:
     """One example: the prompt's and answer's token ids and what they came from."""
     return {"id": rid, "kind": job.kind, "category": job.category, "sampled": job.sampled,
@@ -155,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     chat = Chat(tok)
     plan = Plan(a.seed, a.pool, a.sample_frac)
     evals = plan.evals
-    done = {r["id"] for r in read_examples(a.out)}
+    records = read_examples(a.out)
+    done = {r["id"] for r in records}
+    first_turns = interrupted_first_turns(records)
+    del records
     log(f"model {path} dtype={a.dtype} threads={torch.get_num_threads()} slots={a.slots} "
         f"end_ids={sorted(end_ids)}; plan pool {len(plan.templates)}; done {len(done)}; "
         f"load {time.perf_counter() - t_start:.1f} s")
@@ -176,7 +196,14 @@ def main(argv: list[str] | None = None) -> int:
             next_job += 1
             if job.id in done:
                 continue
-            if job.kind == "self":
+            if job.kind == "multiturn" and job.id in first_turns:
+                ids = second_turn_prompt(chat, first_turns.pop(job.id), job.follow_up)
+                if ids is None:
+                    stats["multiturn: first answer truncated, no second turn"] += 1
+                else:
+                    stats["multiturn: second turn resumed from its stored first"] += 1
+                    queue.append(answer_req(job, ids, "answer2"))
+            elif job.kind == "self":
                 ids = opener_ids(tok, job.opener)
                 queue.append(Request((job, "write", ids), ids, 80, 1.0, 0.95, job.seed))
             else:
@@ -273,7 +300,8 @@ Command (last run; a rerun with the same --out and --seed continues the plan):
   and, when the first answer ended by itself, the second (prompt = the first turn, its answer
   and the follow-up). Shards 00000-00011 were written before that (and before a fix that made
   self-written requests and second turns reach the generator at all), so they hold template
-  and long requests only.
+  and long requests only. A rerun starts the second turn of a chat that a stop interrupted
+  between its turns from the stored first turn.
 
 ## Totals (all runs in this folder)
 
