@@ -271,9 +271,10 @@ class FastModel:
         kv[1, :, start:start + n] = v
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
         with (self.timer or _untimed)("attention"):
-            if n == 1 and attn_mask is None:
+            if n == 1 and attn_mask is None and q.dtype != torch.float32:
                 # one query sees every cached key: fold each group's heads into the query rows of
-                # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys)
+                # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys);
+                # faster in bf16 here (scripts/ab_forward.py), not in float32 (fewer heads to split)
                 o = F.scaled_dot_product_attention(q.reshape(1, nkv, nh // nkv, hd), keys[None], values[None])
                 o = o.reshape(1, nh, 1, hd)
             else:
