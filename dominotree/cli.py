@@ -56,6 +56,9 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
                         "graph on CPU, python on CUDA; python is the reference)")
     g.add_argument("--ab-builder", default=None, choices=BUILDERS,
                    help="also build every round with this builder and record both times")
+    g.add_argument("--draft-vocab", type=int, default=0, metavar="N",
+                   help="the drafters score only the N most frequent tokens (FR-Spec style: a cheaper draft LM "
+                        "head and build; lossless either way). 0 (default): the full vocabulary, as the paper")
 
 
 def budget_arg(s: str):
@@ -93,7 +96,7 @@ def cmd_generate(a) -> int:
                                       tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk))
         print(f"--budget auto: {a.budget} for {a.method} ({info['calibration']}, {info['cost_model']})", file=sys.stderr)
     cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                       seed=a.seed, builder=a.builder, ab_builder=a.ab_builder,
+                       seed=a.seed, builder=a.builder, ab_builder=a.ab_builder, draft_vocab=a.draft_vocab,
                        tree=TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
     if a.trace and not Path(a.trace).resolve().parent.is_dir():
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")

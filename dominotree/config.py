@@ -71,6 +71,7 @@ class DecodeConfig:
     ab_builder: str | None = None    # also build with this one, record its time and identity
     tree: TreeConfig = field(default_factory=TreeConfig)
     stop_at_eos: bool = True
+    draft_vocab: int = 0             # drafters score only the N most frequent tokens (0: all, the paper)
 
     def __post_init__(self):
         if self.method not in METHOD_DRAFTER:
@@ -80,6 +81,9 @@ class DecodeConfig:
             raise ConfigError(f"temperature must be a number in [0, 100], got {t!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        dv = self.draft_vocab
+        if isinstance(dv, bool) or not isinstance(dv, int) or dv < 0:
+            raise ConfigError(f"draft_vocab must be a token count >= 0 (0: the full vocabulary), got {dv!r}")
         for b in (self.builder, self.ab_builder):
             if b is not None and b not in BUILDERS:
                 raise ConfigError(f"unknown builder {b!r}; choose one of {', '.join(BUILDERS)}")

@@ -13,6 +13,7 @@ import torch
 
 from .builders import Built, adaptive, build_lazy, build_reference, get_builder
 from .config import METHOD_DRAFTER, STAGES, ConfigError, DecodeConfig, default_builder
+from .draftvocab import DraftVocab, read_ranked
 from .models.drafter import DraftCache, Drafter
 from .models.target import cache_compact
 from .presets import Pair
@@ -50,6 +51,14 @@ class Decoder:
         self.target = pair.target
         self.cost_model = cost_model   # verify-cost model for the adaptive budgets (caddtree, condadaptive)
         self._text_cache: dict[int, str] = {}
+        self._vocabs: dict[int, DraftVocab] = {}
+
+    def draft_vocab(self, size: int) -> DraftVocab:
+        """The pair's draft vocabulary of ``size`` tokens (``draftvocab.py``), made once."""
+        v = self._vocabs.get(size)
+        if v is None:
+            v = self._vocabs[size] = DraftVocab(self.target, read_ranked(self.pair.draft_vocab_file()), size)
+        return v
 
     # --- prompts -------------------------------------------------------------------------
     def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
@@ -89,6 +98,8 @@ class Decoder:
         if need > self.target.max_positions:
             raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) "
                               f"+ one block exceeds the target's context of {self.target.max_positions} positions")
+        if cfg.draft_vocab and drafter is not None:
+            self.draft_vocab(cfg.draft_vocab)     # a missing file or an impossible size fails here
         if METHOD_TABLE[cfg.method].stop == "cost" and self.cost_model is None:
             raise ConfigError(f"method {cfg.method!r} needs a verify-cost model; "
                               f"run `python -m dominotree profile-cost` first")
@@ -115,6 +126,7 @@ class Decoder:
             cfg = replace(cfg, builder=default_builder(dev))
         builder = get_builder(cfg.builder)
         ab = get_builder(cfg.ab_builder) if cfg.ab_builder else None
+        vocab = self.draft_vocab(cfg.draft_vocab) if cfg.draft_vocab and drafter is not None else None
         while True:
             if should_stop is not None and should_stop():
                 return
@@ -123,10 +135,16 @@ class Decoder:
             # 1. draft: one drafter forward over [root, MASK...] gives every depth's base logits
             block = None
             if drafter is not None:
-                block = (draft_fn or self.draft)(drafter, root, start, feats, feat_pos, dcache)
+                if draft_fn is None:
+                    block = self.draft(drafter, root, start, feats, feat_pos, dcache, vocab)
+                else:
+                    block = draft_fn(drafter, root, start, feats, feat_pos, dcache)
+                    if vocab is not None:
+                        block.base_logits = block.base_logits[:, vocab.ids]
             t = clock.lap("draft", t)
-            # 2. build: turn the block into a tree (chain, marginal or conditional best-first)
-            built, scorer, ab_info = self.build(cfg, drafter, block, root, start, builder, ab, clock)
+            # 2. build: turn the block into a tree (chain, marginal or conditional best-first); with
+            # a draft vocabulary it runs in its column space, then maps back to target ids
+            built, scorer, ab_info = self.build(cfg, drafter, block, root, start, builder, ab, clock, vocab)
             t = clock.now()
             tree = built.tree
             # 3. verify: one target forward over the tree with ancestor-only attention
@@ -146,17 +164,22 @@ class Decoder:
                             accepted=accepted, bonus=bonus, stage_ms=dict(clock.ms),
                             menus=built.menus, build_ab=ab_info, extra=dict(built.extra))
             if block is not None and self.annotate_rounds:
-                self.annotate(rt, block, scorer, cfg)
+                self.annotate(rt, block, scorer, cfg, vocab)
             yield rt, committed
             start += len(accepted)
             root = bonus
             rnd += 1
 
-    def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, start: int, builder, ab, clock):
-        """Turn the block into a tree as the method's row of ``METHOD_TABLE`` says."""
+    def build(self, cfg: DecodeConfig, drafter, block: DraftBlock | None, root: int, start: int, builder, ab, clock,
+              vocab: DraftVocab | None = None):
+        """Turn the block into a tree as the method's row of ``METHOD_TABLE`` says (in the draft
+        vocabulary's column space when ``vocab`` is given; the result is in target ids)."""
         t = clock.now()
         tc, row = cfg.tree, METHOD_TABLE[cfg.method]
         scorer, ab_info = None, None
+        embed = self.target.embed
+        if vocab is not None:
+            drafter, embed = vocab.restrict(drafter), vocab.embed
         if block is None:
             built = Built(Tree.root_only(root))
         else:
@@ -164,7 +187,7 @@ class Decoder:
             make = None
             if row.scorer is not None:
                 def make():
-                    return SCORERS[row.scorer](block, drafter, self.target.embed, tc, depth)
+                    return SCORERS[row.scorer](block, drafter, embed, tc, depth)
                 scorer = make()
             stop = adaptive.make_stop(self.cost_model, start) if row.stop == "cost" else None
             if row.builder == "selected":
@@ -177,14 +200,17 @@ class Decoder:
                                "ms": [(t_main - t) * 1e3, (t_alt - t_main) * 1e3],
                                "identical": built.tree.same_shape(alt.tree) and built.tree.scores == alt.tree.scores}
                     clock.ms["build"] += (t_main - t) * 1e3
-                    return built, scorer, ab_info
+                    return _global(built, vocab), scorer, ab_info
             else:
-                built = FIXED_BUILDERS[row.builder](self, block, drafter, scorer, root, tc, depth, stop)
+                built = FIXED_BUILDERS[row.builder](block, drafter, embed, scorer, root, tc, depth, stop)
+        built = _global(built, vocab)
         clock.lap("build", t)
         return built, scorer, ab_info
 
-    def draft(self, drafter: Drafter, root: int, start: int, feats, feat_pos, dcache: DraftCache) -> DraftBlock:
-        """One drafter forward over ``[root, MASK x (B-1)]`` at positions ``start...``."""
+    def draft(self, drafter: Drafter, root: int, start: int, feats, feat_pos, dcache: DraftCache,
+              vocab: DraftVocab | None = None) -> DraftBlock:
+        """One drafter forward over ``[root, MASK x (B-1)]`` at positions ``start...``; base logits
+        over the draft vocabulary's columns when ``vocab`` is given."""
         cfg, tgt = drafter.cfg, self.target
         dev, dtype = tgt.device, drafter.fc.weight.dtype
         blk = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=dev)
@@ -193,19 +219,21 @@ class Decoder:
         h = drafter(feats.to(dtype), noise, feat_pos, torch.arange(start, start + cfg.block_size, device=dev),
                     cache=dcache)[0]
         rows = h if cfg.shift_label else h[1:]
-        base = tgt.logits(rows.to(tgt.dtype))
+        base = tgt.logits(rows.to(tgt.dtype)) if vocab is None else vocab.logits(rows.to(tgt.dtype))
         root_state = None
         if cfg.is_domino:
             root_state = drafter.gru_step(tgt.embed_tokens(torch.tensor([root], device=dev)).to(dtype), None)[0]
         return DraftBlock(root, base, rows, root_state)
 
-    def annotate(self, rt: RoundTrace, block: DraftBlock, scorer, cfg: DecodeConfig) -> None:
+    def annotate(self, rt: RoundTrace, block: DraftBlock, scorer, cfg: DecodeConfig, vocab: DraftVocab | None = None) -> None:
         """Trace-only extras, computed after the timed stages: Top-M lists and the marginal tree."""
         base = scorer if scorer is not None else MarginalScorer(block, cfg.tree.node_topk, cfg.tree.corr_topm or 64)
         rt.candidates, rt.candidate_logprobs = base.candidates()
         depth = block.depth if cfg.tree.max_depth is None else min(cfg.tree.max_depth, block.depth)
         marg = MarginalScorer(block, cfg.tree.node_topk, cfg.tree.corr_topm)
-        rt.marginal_tree = build_reference(marg, block.root, None, cfg.tree, depth).tree
+        rt.marginal_tree = _global(build_reference(marg, block.root, None, cfg.tree, depth), vocab).tree
+        if vocab is not None:
+            rt.candidates = [vocab.to_global(c) for c in rt.candidates]
 
     def generate(self, prompt: str | list[int], cfg: DecodeConfig, should_stop=None, on_round=None,
                  draft_fn=None, chat: bool = True) -> DecodeTrace:
@@ -252,6 +280,10 @@ class Decoder:
         return trace
 
 
+def _global(built: Built, vocab: DraftVocab | None) -> Built:
+    return built if vocab is None else vocab.globalize(built)
+
+
 def _chain(root, toks, lps, margs):
     cum, mcum, s, m = 0.0, 0.0, [], []
     for lp, mg in zip(lps, margs):
@@ -280,24 +312,24 @@ SCORERS = {   # name -> (block, drafter, embed, tree config, depth) -> scorer
 }
 
 
-def _greedy_chain(dec, block, drafter, scorer, root, tc, depth, stop):
+def _greedy_chain(block, drafter, embed, scorer, root, tc, depth, stop):
     toks, lps = greedy_chain(block)
     return _chain(root, toks[:depth], lps[:depth], lps[:depth])
 
 
-def _domino_chain(dec, block, drafter, scorer, root, tc, depth, stop):
-    toks, lps, margs = domino_chain(block, drafter, dec.target.embed)
+def _domino_chain(block, drafter, embed, scorer, root, tc, depth, stop):
+    toks, lps, margs = domino_chain(block, drafter, embed)
     return _chain(root, toks[:depth], lps[:depth], margs[:depth])
 
 
-def _marginal_lazy(dec, block, drafter, scorer, root, tc, depth, stop):
+def _marginal_lazy(block, drafter, embed, scorer, root, tc, depth, stop):
     """DDTree's lazy heap over the per-depth top-``budget`` marginals (CaDDTree with ``stop``)."""
     lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
     vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
     return build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
 
 
-def _heap(dec, block, drafter, scorer, root, tc, depth, stop):
+def _heap(block, drafter, embed, scorer, root, tc, depth, stop):
     """The reference best-first heap (CondAdaptive with ``stop``)."""
     if stop is not None:
         return adaptive.build_adaptive(scorer, root, block.root_state, tc, depth, stop)

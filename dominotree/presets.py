@@ -60,6 +60,14 @@ class Pair:
         check_pair(method, d.cfg, self.target)
         return d
 
+    def draft_vocab_file(self) -> Path:
+        """Where this pair's ranked draft vocabulary lives: ``draft-vocab.json`` beside its drafter
+        folders (``assets/drafters`` for the embedded pair)."""
+        for kind in ("domino", "dflash"):
+            if kind in self.paths:
+                return Path(self.paths[kind]).parent / "draft-vocab.json"
+        raise ConfigError("this pair has no drafters, so no draft vocabulary")
+
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
     if isinstance(name, torch.dtype):

@@ -185,6 +185,8 @@ def main(argv=None) -> int:
     temps = list(dict.fromkeys(_floats(a.temperatures, "--temperatures")))
     if a.budget == "auto":
         raise _user_error("bench chooses auto budgets per method: list them as --methods ...,dominotree@auto")
+    if a.draft_vocab:
+        raise _user_error("bench takes draft vocabularies per method: list them as --methods ...,dominotree/v16384")
     try:
         base = TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk)
     except ConfigError as e:

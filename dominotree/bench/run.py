@@ -94,7 +94,8 @@ def run_choice(dec, prompt, variant: Variant, temperature: float, prompt_idx: in
         else:
             tr = dec.generate(ids, DecodeConfig(method=variant.method, temperature=float(temperature),
                                                 max_new_tokens=max_new_tokens, seed=seed, builder=builder,
-                                                ab_builder=ab_builder, tree=variant.tree))
+                                                ab_builder=ab_builder, tree=variant.tree,
+                                                draft_vocab=variant.draft_vocab))
         messages.append({"role": "assistant", "content": tr.text})
         ch["turns"].append(tr.text)
         ch["new_tokens"].append(len(tr.token_ids))
@@ -204,7 +205,7 @@ def run_bench(dec, prompts, variants: list[Variant], temperatures: list[float], 
                 _hf_turn(dec, dec.encode_prompt("Warmup"), 16)
                 continue
             dec.generate("Warmup", DecodeConfig(method=v.method, temperature=float(temperatures[0]), max_new_tokens=16,
-                                                seed=0, builder=builder, tree=v.tree))
+                                                seed=0, builder=builder, tree=v.tree, draft_vocab=v.draft_vocab))
     bar = tqdm(total=len(todo) * repeats, desc="bench", unit="decode", file=sys.stderr, disable=not progress,
                mininterval=1.0, dynamic_ncols=True)
     written = 0

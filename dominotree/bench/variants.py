@@ -1,6 +1,7 @@
-"""Method specs of ``bench --methods``: ``NAME[@BUDGET|@auto][/mM]`` -> a ``Variant`` (a method with its
-tree settings, named by its label): ``dominotree@32``, ``dominotree@auto``, ``condadaptive@64`` (max budget),
-``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary)."""
+"""Method specs of ``bench --methods``: ``NAME[@BUDGET|@auto][/mM][/vN]`` -> a ``Variant`` (a method with
+its tree settings, named by its label): ``dominotree@32``, ``dominotree@auto``, ``condadaptive@64`` (max
+budget), ``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary), ``dominotree/v16384`` (a
+draft vocabulary of the 16384 most frequent tokens, ``draftvocab.py``)."""
 from __future__ import annotations
 
 import re
@@ -24,6 +25,7 @@ class Variant:
     method: str
     tree: TreeConfig
     auto: bool = False      # ``NAME@auto``: the budget is chosen by ``--budget auto`` before the run
+    draft_vocab: int = 0    # ``/vN``: the drafters score only the N most frequent tokens (0: all)
 
     @property
     def budget(self) -> int:
@@ -35,7 +37,7 @@ HF_GENERATE = "hf-generate"
 # a tokens/s and a speedup, but no lossless check, tie diagnosis or paper claim.
 REFERENCE_ROWS = (HF_GENERATE,)
 
-_SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+|auto))?(?:/m(?P<topm>\d+|full))?$")
+_SPEC = re.compile(r"^(?P<m>[a-z]+)(?:@(?P<b>\d+|auto))?(?:/m(?P<topm>\d+|full))?(?:/v(?P<v>\d+))?$")
 
 
 def parse_variant(spec: str, base: TreeConfig) -> Variant:
@@ -44,7 +46,7 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
         return Variant(HF_GENERATE, HF_GENERATE, base)
     m = _SPEC.match(s)
     if not m or m["m"] not in METHODS:
-        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM] with NAME one of {', '.join(METHODS)}, "
+        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM][/vN] with NAME one of {', '.join(METHODS)}, "
                           f"or {HF_GENERATE} (plain transformers generate, bf16)")
     tree = base
     label = m["m"]
@@ -61,7 +63,15 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
         tm = 0 if m["topm"] == "full" else int(m["topm"])
         tree = replace(tree, corr_topm=tm, node_topk=min(tree.node_topk, tm) if tm else tree.node_topk)
         label += "/mfull" if tm == 0 else f"/m{tm}"
-    return Variant(label, m["m"], tree, auto)
+    vocab = 0
+    if m["v"] is not None:
+        vocab = int(m["v"])
+        if vocab < 1:
+            raise _user_error(f"{spec.strip()!r}: /vN needs N >= 1 tokens")
+        if m["m"] == "ar":
+            raise _user_error(f"{spec.strip()!r}: ar drafts nothing, so it has no draft vocabulary")
+        label += f"/v{vocab}"
+    return Variant(label, m["m"], tree, auto, vocab)
 
 
 def parse_variants(specs: str, base: TreeConfig) -> list[Variant]:

@@ -19,15 +19,21 @@ from collections.abc import Iterable
 import torch
 
 
-def frequent_tokens(answers: Iterable[torch.Tensor], n: int, vocab_size: int) -> torch.Tensor:
-    """The ``n`` most frequent ids over ``answers`` (ties: the smaller id first), sorted by id."""
-    if n < 1:
-        raise ValueError("a candidate vocabulary needs at least one token")
+def ranked_tokens(answers: Iterable[torch.Tensor], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every id ranked by its count over ``answers``, most frequent first (ties, unseen ids
+    included: the smaller id first), and the counts by id."""
     counts = torch.zeros(vocab_size, dtype=torch.long)
     for ids in answers:
         counts += torch.bincount(ids, minlength=vocab_size)[:vocab_size]
     # stable sort on -count keeps ascending ids among equal counts
-    order = torch.sort(-counts, stable=True).indices
+    return torch.sort(-counts, stable=True).indices, counts
+
+
+def frequent_tokens(answers: Iterable[torch.Tensor], n: int, vocab_size: int) -> torch.Tensor:
+    """The ``n`` most frequent ids over ``answers`` (ties: the smaller id first), sorted by id."""
+    if n < 1:
+        raise ValueError("a candidate vocabulary needs at least one token")
+    order, _ = ranked_tokens(answers, vocab_size)
     return torch.sort(order[: min(n, vocab_size)]).values
 
 
