@@ -67,7 +67,8 @@ def out_index(app, api_name: str, label: str) -> int:
 
 def run_args(methods, max_new=16, budget=32, prompt=PROMPT, **kw):
     a = dict(prompt=prompt, methods=methods, temperature=0, seed=0, budget=budget, budget_auto=False, topm=64, topk=8,
-             max_new=max_new, builder="python", ab_builder="none", preset="random-tiny", target="",
+             max_new=max_new, builder="python", ab_builder="none",
+             draft_vocab="full vocabulary (paper)", preset="random-tiny", target="",
              drafters="", device="cpu", dtype="float32", show="conditional")
     a.update(kw)
     return list(a.values())
@@ -165,6 +166,7 @@ MISTAKES = [
     (dict(seed=-5), "Seed out of range"),
     (dict(seed=1e30), "Seed out of range"),
     (dict(preset="custom folders", target="/nonexistent/dir"), "Could not load the model.*folder does not exist"),
+    (dict(methods=["dominotree"], draft_vocab="8192 most frequent tokens"), "dominotree: no draft vocabulary at"),
 ]
 
 
@@ -374,3 +376,14 @@ def test_pane_marks_an_output_that_differs_from_ar(tiny_decoder):
     heads = render_panes(traces, notes={k: tie_html(t) for k, t in traces.items()})
     assert "dt-tie" in heads[4] and "dt-tie" not in heads[1]
 
+
+
+def test_pane_says_which_draft_vocabulary_ran(tiny_decoder):
+    from dominotree.config import DecodeConfig
+    from ui.panes import vocab_html
+    tr = tiny_decoder.generate("Hi", DecodeConfig(method="ddtree", max_new_tokens=4))
+    assert vocab_html(tr) == ""
+    tr.config["draft_vocab"] = 8192
+    assert "the 8192 most frequent tokens" in vocab_html(tr)
+    tr.config["draft_vocab"] = "<b>"
+    assert vocab_html(tr) == ""

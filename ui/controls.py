@@ -69,8 +69,20 @@ def lenient(component):
     return component
 
 
+DRAFT_VOCABS = {"full vocabulary (paper)": 0, "16384 most frequent tokens": 16384, "8192 most frequent tokens": 8192}
+
+
+def draft_vocab_size(label) -> int:
+    """The draft-vocabulary dropdown's label -> token count (0: the full vocabulary)."""
+    if label in (None, ""):
+        return 0
+    if label not in DRAFT_VOCABS:
+        raise ConfigError(f"unknown draft vocabulary {label!r}; choose one of {', '.join(DRAFT_VOCABS)}")
+    return DRAFT_VOCABS[label]
+
+
 def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder,
-                  ab_builder=NO_AB) -> DecodeConfig:
+                  ab_builder=NO_AB, draft_vocab=None) -> DecodeConfig:
     """Slider values -> DecodeConfig (raises ConfigError with a readable message)."""
     from dominotree.builders import get_builder
     temperature = number("Temperature", temperature, 0, 2, whole=False)
@@ -87,6 +99,7 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
                 raise ConfigError(str(e)) from None
     return DecodeConfig(method=method, temperature=temperature, max_new_tokens=int(max_new), seed=seed,
                         builder=builder, ab_builder=None if ab_builder in (None, NO_AB) else ab_builder,
+                        draft_vocab=draft_vocab_size(draft_vocab),
                         tree=TreeConfig(budget=budget, corr_topm=topm, node_topk=topk))
 
 
@@ -183,6 +196,10 @@ def build_controls(backend: be.Backend) -> dict:
             builder = gr.Dropdown(builders, value=default_builder(), label="Tree builder", elem_id="builder-choice")
             ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
                                      elem_id="ab-builder", info="dominotree: build each round twice")
+        draft_vocab = gr.Dropdown(list(DRAFT_VOCABS), value=next(iter(DRAFT_VOCABS)), label="Draft vocabulary",
+                                  elem_id="draft-vocab",
+                                  info="the drafters score only the tokens the target writes most: a cheaper draft, "
+                                       "never-drafted rare tokens; lossless either way")
     free = not backend.locked
     with gr.Accordion("Model", open=False):
         if backend.locked:
@@ -204,5 +221,5 @@ def build_controls(backend: be.Backend) -> dict:
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
                 temperature=temperature, seed=seed, max_new=max_new, budget=budget, budget_auto=budget_auto,
                 topm_m=topm, topk=topk,
-                builder_choice=builder, ab_builder=ab_builder, preset=preset, target=target, drafters=drafters,
+                builder_choice=builder, ab_builder=ab_builder, draft_vocab=draft_vocab, preset=preset, target=target, drafters=drafters,
                 device=device, dtype=dtype, load=load)

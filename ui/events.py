@@ -15,7 +15,7 @@ from dominotree.config import ConfigError
 from . import backend as be
 from .controls import auto_budgets, auto_control, check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
-from .panes import auto_html, render_panes, tie_html
+from .panes import auto_html, render_panes, tie_html, vocab_html
 from .round_view import autoplay_step, pick, render_round, render_whatif
 from .summary import empty_table, render_summary, render_timing
 
@@ -55,7 +55,8 @@ def replay_message(traces: dict, meta: dict) -> str:
     tree = st.get("tree") if isinstance(st.get("tree"), dict) else {}
     settings = ", ".join(f"{k} {v}" for k, v in [("T", st.get("temperature")), ("seed", st.get("seed")),
                                                    ("max new", st.get("max_new_tokens")), ("budget", tree.get("budget")),
-                                                   ("Top-M", tree.get("corr_topm")), ("K", tree.get("node_topk"))]
+                                                   ("Top-M", tree.get("corr_topm")), ("K", tree.get("node_topk")),
+                                                   ("draft vocabulary", st.get("draft_vocab") or None)]
                          if v is not None)
     model = meta.get("model") or {}
     mach = meta.get("machine") or {}
@@ -94,7 +95,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def render_all(traces, focus, idx, show, status, running=None, pending=(), light=False):
         focus, radio = _focus(traces, focus, pending)
-        notes = {k: auto_html(t) + tie_html(t) for k, t in traces.items()}
+        notes = {k: auto_html(t) + vocab_html(t) + tie_html(t) for k, t in traces.items()}
         out = [traces, status, radio, *render_panes(traces, running, pending, notes),
                *render_round(traces, focus, idx, show, light=light)]
         if light:              # the summary and timing charts follow at the end of the run
@@ -116,22 +117,22 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         return out
 
     def run(prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new, builder, ab_builder,
-            preset, target, drafters, device, dtype, show, request: gr.Request):
+            draft_vocab, preset, target, drafters, device, dtype, show, request: gr.Request):
         session = _session(request)
         backend.queue_run(session)          # a no-op when Run's click already did it
         try:
             yield from decode(session, prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new,
-                              builder, ab_builder, preset, target, drafters, device, dtype, show)
+                              builder, ab_builder, draft_vocab, preset, target, drafters, device, dtype, show)
         except ConfigError as e:
             yield unchanged(str(e))
         finally:
             backend.finish_run(session)
 
     def decode(session, prompt, methods, temperature, seed, budget, budget_auto, topm, topk, max_new, builder,
-               ab_builder, preset, target, drafters, device, dtype, show):
+               ab_builder, draft_vocab, preset, target, drafters, device, dtype, show):
         wanted = check_request(prompt, methods, max_new)
         max_new = int(max_new)
-        cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder)
+        cfgs = [decode_config(m, temperature, seed, budget, topm, topk, max_new, builder, ab_builder, draft_vocab)
                 for m in wanted]
         choice = model_choice(preset, target, drafters, device, dtype)
         cfgs, auto, auto_note = auto_budgets(cfgs, choice, bool(budget_auto))
@@ -303,7 +304,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     # --- listeners ---------------------------------------------------------------------------------
     run_inputs = [c[k] for k in ("prompt", "methods", "temperature", "seed", "budget", "budget_auto", "topm_m", "topk",
-                                 "max_new", "builder_choice", "ab_builder", "preset", "target", "drafters", "device",
+                                 "max_new", "builder_choice", "ab_builder", "draft_vocab", "preset", "target", "drafters", "device",
                                  "dtype", "show")]
     view_state = [traces_state, c["focus"], c["round"], c["show"]]
     export_args = dict(fn=exports, inputs=[*view_state, playing], outputs=exports_out,

@@ -33,6 +33,14 @@ def auto_html(trace: DecodeTrace) -> str:
     return f'<br><span class="dt-auto">{html.escape(str(note)[:200])}</span>' if note else ""
 
 
+def vocab_html(trace: DecodeTrace) -> str:
+    """The pane note for a run whose drafters scored a draft vocabulary (``draft_vocab`` > 0)."""
+    n = trace.config.get("draft_vocab") if isinstance(trace.config, dict) else None
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return ""
+    return f'<br><span class="dt-vocab">draft vocabulary: the {n} most frequent tokens</span>'
+
+
 def cost_line(trace: DecodeTrace, ar: DecodeTrace | None) -> str:
     """What one round cost, in ``ar`` steps (``ar``'s time per token), and what it committed:
     their ratio is the speedup over ``ar``."""
