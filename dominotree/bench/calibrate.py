@@ -51,12 +51,13 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     build_ms = {b: [] for b in grid}
     real_build = dec.build
 
-    def timed_build(cfg, drafter, block, root, start, bld, ab, clock):
-        out = real_build(cfg, drafter, block, root, start, bld, ab, clock)
+    def timed_build(cfg, drafter, block, root, start, bld, ab, clock, vocab=None):
+        out = real_build(cfg, drafter, block, root, start, bld, ab, clock, vocab)
         if block is not None:
             for b in grid:
                 c = _Clock(dec.target.device)
-                real_build(replace(cfg, tree=replace(cfg.tree, budget=b)), drafter, block, root, start, bld, None, c)
+                real_build(replace(cfg, tree=replace(cfg.tree, budget=b)), drafter, block, root, start, bld, None, c,
+                           vocab)
                 build_ms[b].append(c.ms["build"])
         return out
     starts, accept, draft, commit = [], [], [], []
