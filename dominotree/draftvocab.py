@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError
+from .models.linear import DenseLinear
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1] / "assets" / "drafters" / "draft-vocab.json"
 
@@ -63,13 +64,13 @@ class DraftVocab:
         self.id_list = ids
         head = target.lm_head.weight
         self.head = head.detach()[self.ids].contiguous()                         # [N, H]
+        self.head_linear = DenseLinear(self.head)
         self.embed = torch.nn.Embedding.from_pretrained(target.embed.weight.detach()[self.ids], freeze=True)
         self._views: dict[int, object] = {}
 
     def logits(self, rows: torch.Tensor) -> torch.Tensor:
         """Base logits of the drafter's rows over the N tokens, [rows, N] (the target head's dtype)."""
-        from .models.fast import linear
-        return linear(rows.to(self.head.dtype), self.head)
+        return self.head_linear(rows.to(self.head.dtype))
 
     def restrict(self, drafter):
         """A view of ``drafter`` sharing its weights, with the Domino correction rows ``W2``

@@ -179,7 +179,7 @@ def test_int4_and_bf16_matmuls_are_row_independent():
 def test_column_blocked_linear_is_bit_identical(shape, monkeypatch):
     """``fast.linear`` splits float32 few-row products into column blocks: the same bits as one
     ``F.linear`` (a ragged last block, a bias, 3-D input), and one row or bf16 stay unsplit."""
-    import dominotree.models.fast as fast
+    import dominotree.models.linear as fast
     monkeypatch.setattr(fast, "COLUMN_CHUNK", 96)
     torch.manual_seed(0)
     w, b = torch.randn(1000, shape[-1]) * 0.05, torch.randn(1000)

@@ -64,7 +64,24 @@ class StageHooks:
                 self._hook(attn, "attention")
         if getattr(core, "norm", None) is not None:
             self._hook(core.norm, "head")
-        self._hook(dec.target.lm_head, "lm_head")
+        self._hook(dec.target.lm_head, "lm_head")     # the transformers forward calls the module
+        # the drafters' head runs as a product, not as the module: time the calls that make logits
+        from ..draftvocab import DraftVocab
+        tgt_logits, vocab_logits = dec.target.logits, DraftVocab.logits
+        self._patched = [(DraftVocab, "logits", vocab_logits)]
+        if type(dec.target.lm_head) is torch.nn.Linear:   # otherwise logits() calls the hooked module
+            self._patched.append((dec.target, "logits", tgt_logits))
+
+        def target_head(hidden):
+            with self._timed("lm_head"):
+                return tgt_logits(hidden)
+
+        def vocab_head(vocab, rows):
+            with self._timed("lm_head"):
+                return vocab_logits(vocab, rows)
+        DraftVocab.logits = vocab_head
+        if len(self._patched) > 1:
+            dec.target.logits = target_head
         for d in dec.pair.drafters.values():
             self._hook(d, "backbone")
 
@@ -116,6 +133,11 @@ class StageHooks:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+        for obj, name, real in self._patched:
+            if isinstance(obj, type):
+                setattr(obj, name, real)
+            else:
+                delattr(obj, name)       # the instance attribute goes; the method shows through
         if self.fast is not None:
             self.fast.timer = None
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .linear import COLUMN_CHUNK, DenseLinear, linear  # noqa: F401 - linear/COLUMN_CHUNK re-exported
+
 FAMILIES = ("llama", "qwen3")
 MIN_CAPACITY = 256
 
@@ -78,34 +80,6 @@ class KVCache:
             idx = torch.tensor(keep_rows, dtype=torch.long, device=self.device) + start
             self.kv[:, :, :, start:start + k] = self.kv[:, :, :, idx]   # the gather copies first
         self.length = start + k
-
-
-COLUMN_CHUNK = 1024
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear``; for float32 products of several rows, in blocks of ``COLUMN_CHUNK`` output
-    columns. The CPU GEMM packs the whole weight for a few-row product, which streams a large
-    weight through memory more than once; per block the packed weight stays in cache (measured on
-    a 2-core AVX2 CPU: the 17-row LM head 41 -> 30 ms, the 30 layers' products 143 -> 115 ms).
-    Each output column is the same dot product either way: the result is bit-identical
-    (``tests/test_fast.py``). bf16 products are compute-bound there and gain nothing."""
-    n = weight.shape[0]
-    if x.dtype != torch.float32 or x.numel() <= x.shape[-1] or n <= COLUMN_CHUNK:
-        return F.linear(x, weight, bias)
-    return torch.cat([F.linear(x, weight[i:i + COLUMN_CHUNK], None if bias is None else bias[i:i + COLUMN_CHUNK])
-                      for i in range(0, n, COLUMN_CHUNK)], dim=-1)
-
-
-class DenseLinear:
-    """``x @ W.T (+ b)`` with the weight kept in the model dtype."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
-        self.weight, self.bias = weight.contiguous(), bias
-        self.out_features = weight.shape[0]
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -167,6 +141,7 @@ class FastModel:
         tied = head.data_ptr() == emb.data_ptr()
         # a tied embedding is looked up in the head's copy when that loses nothing
         self.embed = self.head if tied and head_dtype in (torch.float32, emb.dtype) else emb
+        self.head_linear = DenseLinear(self.head)
         self.rotary = inner.rotary_emb
         self.cos = self.sin = None
         self.fuse = fuse
@@ -240,7 +215,7 @@ class FastModel:
             feats[len(self.layers) - 1] = h
         out = h if rows is None else h[rows]
         with time("lm_head"):
-            logits = linear(out.to(self.head.dtype), self.head).float()
+            logits = self.head_linear(out.to(self.head.dtype)).float()
         return logits, (torch.cat([feats[t] for t in taps], dim=-1)[None] if taps else None)
 
     def _mask(self, mask, n: int, start: int):

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from .fast import KVCache, linear as fast_linear
+from .fast import KVCache
+from .linear import DenseLinear
 
 
 def _layer_kv(cache):
@@ -99,6 +100,7 @@ class Target:
         self.tokenizer = tokenizer
         self.name = name
         self.fast = fast
+        self._head_linear = None   # the LM head as a DenseLinear, made on first use (logits)
         self.weights = weights or {torch.float32: "float32", torch.bfloat16: "bf16"}.get(
             model.get_input_embeddings().weight.dtype, str(model.get_input_embeddings().weight.dtype))
         cfg = model.config
@@ -171,6 +173,10 @@ class Target:
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The target's LM head on ``hidden`` (the drafters' rows), in the model dtype."""
         head = self.lm_head
-        if type(head) is torch.nn.Linear:
-            return fast_linear(hidden, head.weight, head.bias)   # == head(hidden), column blocks
-        return head(hidden)
+        if type(head) is not torch.nn.Linear:
+            return head(hidden)
+        if self._head_linear is None:   # the fast forward's own head when it holds the same weights
+            fast = self.fast
+            same = fast is not None and head.bias is None and fast.head.data_ptr() == head.weight.data_ptr()
+            self._head_linear = fast.head_linear if same else DenseLinear(head.weight.detach(), head.bias)
+        return self._head_linear(hidden)

@@ -1,0 +1,69 @@
+"""Dense products ``x @ W.T (+ b)`` of the target and of the drafters' head, and how they run on CPU.
+
+A tree verify multiplies a few rows (17 at budget 16) by every weight of the target; one ``ar``
+step multiplies one row. On CPU the default float32 GEMM (MKL) handles few-row products poorly:
+on a 2-core AVX2 CPU the 30 layers' products of 17 rows take 2.7x those of one row, where the
+arithmetic would allow about 1.3x. Two paths, chosen per weight:
+
+- ``DenseLinear`` in float32 on CPU, when torch has oneDNN: the weight is reordered once into
+  oneDNN's blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the packing that
+  ``torch.compile``'s CPU freezing uses) and every product runs through oneDNN's matmul. The
+  layout is chosen for the weight, not for the number of rows, so one copy serves the one-row
+  step and the tree verify alike. Measured in ``scripts/ab_forward.py``.
+- ``linear`` (everything else, and the fallback): ``F.linear``; a float32 product of several rows
+  in blocks of ``COLUMN_CHUNK`` output columns, since MKL packs the whole weight for such a
+  product and a large weight then streams through memory more than once. Bit-identical to one
+  ``F.linear`` (``tests/test_fast.py``).
+
+Results of the two paths agree to float32 rounding, not bit for bit; the target uses one path for
+every product of a run, so every method and its ``ar`` see the same arithmetic.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+COLUMN_CHUNK = 1024
+ONEDNN = True          # module switch for A/B measurements (scripts/ab_forward.py)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear``; for float32 products of several rows, in blocks of ``COLUMN_CHUNK`` output
+    columns (each output column is the same dot product either way: bit-identical)."""
+    n = weight.shape[0]
+    if x.dtype != torch.float32 or x.numel() <= x.shape[-1] or n <= COLUMN_CHUNK:
+        return F.linear(x, weight, bias)
+    return torch.cat([F.linear(x, weight[i:i + COLUMN_CHUNK], None if bias is None else bias[i:i + COLUMN_CHUNK])
+                      for i in range(0, n, COLUMN_CHUNK)], dim=-1)
+
+
+def onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _pack(weight: torch.Tensor) -> torch.Tensor | None:
+    """oneDNN's blocked copy of a float32 CPU weight, or None where that path does not apply."""
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not onednn_available():
+        return None
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    except RuntimeError:      # an op that moved between torch releases: keep the portable path
+        return None
+
+
+class DenseLinear:
+    """``x @ W.T (+ b)`` with the weight kept in the model dtype (see the module docstring)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        self.weight, self.bias = weight.contiguous(), bias
+        self.out_features = weight.shape[0]
+        self.packed = _pack(self.weight)
+
+    @property
+    def path(self) -> str:
+        return "onednn" if self.packed is not None and ONEDNN else "aten"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None and ONEDNN and x.dtype == torch.float32 and not x.requires_grad:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return linear(x, self.weight, self.bias)
