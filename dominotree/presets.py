@@ -19,6 +19,7 @@ import torch
 
 from .config import ConfigError
 from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
+from .models.linear import onednn_products
 from .models.drafter import CheckpointError, Drafter, DrafterConfig
 from .models.target import Target
 
@@ -164,7 +165,7 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
             if d.cfg.hidden_size != tgt.hidden_size:
                 raise CheckpointError(f"{kind} drafter hidden_size {d.cfg.hidden_size} != target "
                                       f"hidden_size {tgt.hidden_size}: it was made for another target")
-            pair.drafters[kind] = d
+            pair.drafters[kind] = onednn_products(d)
     return pair
 
 

@@ -4,6 +4,7 @@
 # bf16), ddtree, dominotree (budget 16) and dominotree@auto on 12 held-out prompts x 48 tokens.
 #   flock /tmp/cpu.lock bash scripts/bench_lean.sh float32     # ~12 min on 2 idle cores
 #   flock /tmp/cpu.lock bash scripts/bench_lean.sh int4
+#   METHODS=ar,ddtree/v8192,dominotree/v8192,dominotree@auto/v8192 ... bash scripts/bench_lean.sh float32
 # Writes results/lean-<weights>/ (cost model, calibration, bench folder, logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +22,5 @@ $PY -m dominotree profile-cost "${M[@]}" --contexts 64,256 --nodes 0,1,2,4,8,16 
 $PY -m dominotree calibrate-budget "${M[@]}" --method dominotree --budget-max 16 --per-category 2 \
   --max-new-tokens 48 --cost-model "$R/cost_model.json" --out "$R/calibration.json" | tee "$R/calibrate_budget.txt"
 $PY -m dominotree bench "${M[@]}" --dataset chat,math,code --limit 4 --max-new-tokens 48 \
-  --methods ar,hf-generate,ddtree,dominotree,dominotree@auto --cost-model "$R/cost_model.json" \
+  --methods "${METHODS:-ar,hf-generate,ddtree,dominotree,dominotree@auto}" --cost-model "$R/cost_model.json" \
   --calibration "$R/calibration.json" --out "$R/bench" --overwrite --no-progress | tee "$R/bench.txt"

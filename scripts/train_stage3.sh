@@ -7,27 +7,33 @@
 # and 128 anchors lost held-out acceptance within 100 steps (results/train-stage3/attempt1).
 #
 #   scripts/train_stage3.sh SHARDS [RUN_MINUTES] [SCHEDULE_MINUTES]
+#   STAGE=4 SKIP=748 scripts/train_stage3.sh 24 75 75   # a later stage: the same recipe, from the shipped
+#                                        # pair, leaving out the 374 x 2 sequences stage 3 trained on
 #
-# Resumable: the full training state goes to data/ft3/state.pt (not committed: optimizer state);
-# a rerun with the same SHARDS continues the same schedule. Checkpoints land in data/ft3/ and
-# are copied to assets/drafters only after the benchmark says they are better.
+# Every stage starts from the drafters in assets/drafters (stage 3 started from stage 2, commit
+# 54e79f2) with a fresh optimizer. Resumable: the full training state goes to data/ft$STAGE/state.pt
+# (not committed: optimizer state); a rerun with the same SHARDS continues the same schedule.
+# Checkpoints land in data/ft$STAGE/ and are copied to assets/drafters only after the benchmark
+# says they are better; logs go to results/train-stage$STAGE/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARDS=${1:?usage: scripts/train_stage3.sh SHARDS [RUN_MINUTES] [SCHEDULE_MINUTES]}
 RUN=${2:-0}
 SCHEDULE=${3:-60}
-OUT=results/train-stage3
+STAGE=${STAGE:-3}
+OUT=results/train-stage$STAGE
+FT=data/ft$STAGE
 PY=${PY:-.venv/bin/python}
-mkdir -p "$OUT" data/ft3
+mkdir -p "$OUT" "$FT"
 export HF_HUB_OFFLINE=1
 source scripts/train_configs.sh
 record_machine "$OUT/machine.txt"
 resume=()
-if [[ -f data/ft3/state.pt ]]; then resume=(--resume); fi
+if [[ -f "$FT/state.pt" ]]; then resume=(--resume); fi
 flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data assets/distill --shards "$SHARDS" --seed 0 \
     --resume-dflash assets/drafters/smollm2-dflash-b16 --resume-domino assets/drafters/smollm2-domino-b16 \
-    --out-dflash data/ft3/smollm2-dflash-b16 --out-domino data/ft3/smollm2-domino-b16 \
-    --no-amp --target-dtype float32 --anchors 64 --batch 2 --warmup 0.05 \
+    --out-dflash "$FT/smollm2-dflash-b16" --out-domino "$FT/smollm2-domino-b16" \
+    --skip-seqs "${SKIP:-0}" --no-amp --target-dtype float32 --anchors 64 --batch 2 --warmup 0.05 \
     --lr 2e-4 --decay-ratio 0 --lam-floor 0.5 --time-budget-min "$SCHEDULE" --run-minutes "$RUN" --threads 2 \
     --n-eval 64 --eval-anchors 16 --eval-every-min 20 --save-every-min 10 --feat-cache-gb 12 --log-every 10 \
-    --state data/ft3/state.pt --log "$OUT/train_log.txt" --summary-md "$OUT/README.md" "${resume[@]}"
+    --state "$FT/state.pt" --log "$OUT/train_log.txt" --summary-md "$OUT/README.md" "${resume[@]}"

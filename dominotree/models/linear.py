@@ -67,3 +67,35 @@ class DenseLinear:
         if self.packed is not None and ONEDNN and x.dtype == torch.float32 and not x.requires_grad:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return linear(x, self.weight, self.bias)
+
+
+def onednn_products(module: torch.nn.Module) -> torch.nn.Module:
+    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through oneDNN, as
+    ``DenseLinear`` does, for decoding. A weight is reordered on first use and again whenever it
+    changed (its data pointer or in-place version: a training step); anything that needs autograd,
+    another dtype or device keeps the module's own forward. Returns ``module``."""
+    for mod in module.modules():
+        if type(mod) is torch.nn.Linear and not hasattr(mod, "_onednn"):
+            mod._onednn = _LinearState(mod)
+            mod.forward = mod._onednn
+    return module
+
+
+class _LinearState:
+    def __init__(self, mod: torch.nn.Linear):
+        self.real = mod.forward
+        self.mod = mod
+        self.key = None
+        self.packed = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.mod.weight
+        if (not ONEDNN or x.dtype != torch.float32 or w.dtype != torch.float32 or x.requires_grad
+                or (torch.is_grad_enabled() and w.requires_grad)):
+            return self.real(x)
+        key = (w.data_ptr(), w._version, w.device)
+        if key != self.key:
+            self.packed, self.key = _pack(w), key
+        if self.packed is None:
+            return self.real(x)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.mod.bias, "none", [], "")

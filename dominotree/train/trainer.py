@@ -123,6 +123,9 @@ def parse_args(argv):
                     help="end this run (saving, with --state) after this many minutes; the schedule still spans "
                          "--time-budget-min, so a later --resume continues it (0: no limit)")
     ap.add_argument("--run-steps", type=int, default=0, help="end this run after this many steps (0: no limit)")
+    ap.add_argument("--skip-seqs", type=int, default=0,
+                    help="leave out the first N sequences of the first epoch's order (the ones an earlier stage "
+                         "with the same --seed and data trained on: its steps x --batch)")
     ap.add_argument("--resume", action="store_true",
                     help="continue the run saved in --state: same schedule, same sequence order, same randomness")
     a = ap.parse_args(argv)
@@ -260,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(order) < a.batch:
             nxt = train[:]
             random.Random(a.seed * 1000 + epoch).shuffle(nxt)
+            if epoch == 0 and a.skip_seqs:
+                nxt = nxt[a.skip_seqs:]
             order += nxt
             epoch += 1
         batch, order = order[: a.batch], order[a.batch:]
