@@ -297,3 +297,21 @@ def test_shards_limits_the_data_to_the_first_shards(tmp_path):
     for bad in (0, 4):
         with pytest.raises(SystemExit, match="shards"):
             read_data(tmp_path, shards=bad)
+
+
+def test_skip_seqs_leaves_out_the_start_of_the_first_epoch(tiny, tmp_path):
+    """A later stage with the same seed and data skips the sequences an earlier one trained on:
+    after one step its remaining order is the plain run's with the first N left out."""
+    import torch
+
+    def order_after_one_step(tag, *extra):
+        out = tmp_path / tag
+        rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"),
+                     "--out-dflash", str(out / "dflash"), "--out-domino", str(out / "domino"),
+                     "--max-steps", "1", "--time-budget-min", "10000", "--n-eval", "2",
+                     "--state", str(out / "state.pt"), *ARGS, *extra])
+        assert rc == 0
+        return torch.load(out / "state.pt", weights_only=False)["position"]["order"]
+    plain = order_after_one_step("plain")
+    skipped = order_after_one_step("skip", "--skip-seqs", "2")
+    assert len(plain) >= 3 and skipped == plain[2:]
