@@ -13,6 +13,7 @@ budget, timed, outside the round's own stage times). With the verify-cost profil
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -50,14 +51,16 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
     build_ms = {b: [] for b in grid}
     real_build = dec.build
+    params = inspect.signature(real_build)
 
-    def timed_build(cfg, drafter, block, root, start, bld, ab, clock, vocab=None):
-        out = real_build(cfg, drafter, block, root, start, bld, ab, clock, vocab)
-        if block is not None:
+    def timed_build(*args, **kwargs):
+        out = real_build(*args, **kwargs)
+        call = params.bind(*args, **kwargs).arguments      # by name: new build parameters pass through
+        if call["block"] is not None:
             for b in grid:
                 c = _Clock(dec.target.device)
-                real_build(replace(cfg, tree=replace(cfg.tree, budget=b)), drafter, block, root, start, bld, None, c,
-                           vocab)
+                real_build(**{**call, "cfg": replace(call["cfg"], tree=replace(call["cfg"].tree, budget=b)),
+                              "ab": None, "clock": c})
                 build_ms[b].append(c.ms["build"])
         return out
     starts, accept, draft, commit = [], [], [], []
