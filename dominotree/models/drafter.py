@@ -207,8 +207,11 @@ class DraftAttention(nn.Module):
         b, n, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, n, self.nh, self.hd)).transpose(1, 2)
         q = apply_rope(q, *rope_blk)
-        k_blk, v_blk = self._kv(x, *rope_blk)
-        k_ctx, v_ctx = self._kv(ctx, *rope_ctx)
+        c = ctx.shape[1]
+        # the context's and the block's keys/values in one product each (rows are independent)
+        k_all, v_all = self._kv(torch.cat([ctx, x], dim=1), torch.cat([rope_ctx[0], rope_blk[0]]),
+                                torch.cat([rope_ctx[1], rope_blk[1]]))
+        k_ctx, k_blk, v_ctx, v_blk = k_all[:, :, :c], k_all[:, :, c:], v_all[:, :, :c], v_all[:, :, c:]
         if past is not None:  # committed context keys/values from earlier rounds
             k_ctx = torch.cat([past[0], k_ctx], dim=2)
             v_ctx = torch.cat([past[1], v_ctx], dim=2)
