@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .linear import COLUMN_CHUNK, DenseLinear, linear  # noqa: F401 - linear/COLUMN_CHUNK re-exported
+from .linear import DenseLinear
 
 FAMILIES = ("llama", "qwen3")
 MIN_CAPACITY = 256

@@ -1,4 +1,4 @@
-"""Dense products ``x @ W.T (+ b)`` of the target and of the drafters' head, and how they run on CPU.
+"""Dense products ``x @ W.T (+ b)`` of the target and the drafters, and how they run on CPU.
 
 A tree verify multiplies a few rows (17 at budget 16) by every weight of the target; one ``ar``
 step multiplies one row. On CPU the default float32 GEMM (MKL) handles few-row products poorly:
@@ -51,6 +51,10 @@ def _pack(weight: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
+def _onednn(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 class DenseLinear:
     """``x @ W.T (+ b)`` with the weight kept in the model dtype (see the module docstring)."""
 
@@ -65,7 +69,7 @@ class DenseLinear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and ONEDNN and x.dtype == torch.float32 and not x.requires_grad:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+            return _onednn(x, self.packed, self.bias)
         return linear(x, self.weight, self.bias)
 
 
@@ -98,4 +102,4 @@ class _LinearState:
             self.packed, self.key = _pack(w), key
         if self.packed is None:
             return self.real(x)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.mod.bias, "none", [], "")
+        return _onednn(x, self.packed, self.mod.bias)
