@@ -201,3 +201,21 @@ def test_rerun_starts_an_interrupted_second_turn_from_the_stored_first():
     assert sorted(first) == ["m1", "m2"]
     assert S.second_turn_prompt(Chat(), first["m1"], "why?") == Chat().second([1, 2, 3], [7, 8, 2], "why?")
     assert S.second_turn_prompt(Chat(), first["m2"], "why?") is None
+
+
+@pytest.mark.parametrize("sharp", [8.0, 0.01])
+def test_nucleus_from_top_k_equals_the_full_sort(sharp):
+    """The top-k shortcut keeps the same tokens with the same probabilities as sorting the whole
+    vocabulary; a flat distribution (``sharp`` 0.01: the top 64 hold far less than top_p) takes the
+    full sort."""
+    from dominotree.train.batchgen import nucleus
+    g = torch.Generator().manual_seed(3)
+    probs = torch.softmax(torch.randn(5000, generator=g, dtype=torch.float64) * sharp, -1)
+    for top_p in (0.5, 0.9, 0.95):
+        sp, si = torch.sort(probs, descending=True)
+        keep = int((torch.cumsum(sp, 0) - sp < top_p).sum())
+        idx, p = nucleus(probs, top_p, k=64)
+        assert idx.tolist() == si[:keep].tolist()
+        assert torch.equal(p, sp[:keep])
+    idx, p = nucleus(probs, 1.0, k=64)
+    assert len(idx) == 5000 and torch.equal(p, probs)
