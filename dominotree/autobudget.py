@@ -130,10 +130,12 @@ def choose(cal: Calibration, cost_model) -> int:
     return int(best["budget"])
 
 
-def default_path(preset: str, device, method: str) -> Path:
-    """``results/budget_<preset>_<device>_<method>.json`` (relative to the working directory)."""
+def default_path(preset: str, device, method: str, draft_vocab: int = 0) -> Path:
+    """``results/budget_<preset>_<device>_<method>[_v<N>].json`` (relative to the working
+    directory; ``_v<N>`` for a run whose drafters score a draft vocabulary of N tokens)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", preset or "custom")
-    return Path("results") / f"budget_{slug}_{device_slug(device)}_{method}.json"
+    vocab = f"_v{draft_vocab}" if draft_vocab else ""
+    return Path("results") / f"budget_{slug}_{device_slug(device)}_{method}{vocab}.json"
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -175,11 +177,19 @@ class AutoChoice:
         return f"budget auto = {self.budget} ({when}{self.calibration.name})"
 
 
-def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None) -> tuple[Path, Path]:
-    """The verify-cost profile and the calibration ``--budget auto`` reads (the given ones, else the defaults)."""
+def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None,
+               draft_vocab: int = 0) -> tuple[Path, Path]:
+    """The verify-cost profile and the calibration ``--budget auto`` reads (the given ones, else the
+    defaults). A draft-vocabulary run without its own calibration reads the full-vocabulary one
+    (``auto_choice`` then warns: its draft and build times are the full vocabulary's)."""
     from .costmodel import default_path as cost_path
-    return (Path(cost_model_path) if cost_model_path else cost_path(preset, device),
-            Path(calibration_path) if calibration_path else default_path(preset, device, method))
+    if calibration_path:
+        kpath = Path(calibration_path)
+    else:
+        kpath = default_path(preset, device, method, draft_vocab)
+        if draft_vocab and not kpath.is_file():
+            kpath = default_path(preset, device, method)
+    return Path(cost_model_path) if cost_model_path else cost_path(preset, device), kpath
 
 
 def check_auto_method(method: str) -> None:
@@ -190,20 +200,22 @@ def check_auto_method(method: str) -> None:
 
 
 def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_model_path=None,
-                calibration_path=None) -> AutoChoice:
+                calibration_path=None, draft_vocab: int = 0) -> AutoChoice:
     """``--budget auto`` from the saved profile and calibration; it never calibrates. Raises
     UserError, one line naming the commands that make what is missing."""
     from .cli import UserError
     from .costmodel import load_cost_model
     check_auto_method(method)
-    cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path)
+    cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab)
     pair = "--target DIR --drafter DIR" if preset == "custom" else f"--preset {preset}"
     need = []
     if not cpath.is_file():
         need.append(("a verify-cost profile", f"profile-cost {pair} --dtype {dtype} --out {cpath}"))
     if not kpath.is_file():
         out = "" if calibration_path is None else f" --out {kpath}"
-        need.append((f"a {method} budget calibration", f"calibrate-budget {pair} --dtype {dtype} --method {method}{out}"))
+        vocab = f" --draft-vocab {draft_vocab}" if draft_vocab else ""
+        need.append((f"a {method} budget calibration",
+                     f"calibrate-budget {pair} --dtype {dtype} --method {method}{vocab}{out}"))
     if need:
         raise UserError(f"--budget auto needs {' and '.join(w for w, _ in need)} for {preset} on "
                         f"{device_slug(device)}: make {'it' if len(need) == 1 else 'them'} with "
@@ -213,6 +225,10 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
     warnings = tuple(f"the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses {want!r}"
                      for key, want in (("preset", preset), ("dtype", dtype)) if cal.meta.get(key) not in (None, want))
+    if int(cal.meta.get("draft_vocab", 0)) != draft_vocab:
+        made = cal.meta.get("draft_vocab", 0) or "the full"
+        warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
+                     f"{draft_vocab or 'the full one'}",)
     return AutoChoice(method, choose(cal, cm), kpath, cpath, cal.meta.get("created"), warnings, curve(cal, cm))
 
 
@@ -232,7 +248,7 @@ def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "floa
             why = f"auto is calibrated for {', '.join(AUTO_METHODS)} only"
         else:
             try:
-                ch = auto_choice(preset, device, cfg.method, dtype)
+                ch = auto_choice(preset, device, cfg.method, dtype, draft_vocab=cfg.draft_vocab)
                 chosen[cfg.method] = ch
                 cfg = replace(cfg, tree=replace(cfg.tree, budget=ch.budget))
             except (UserError, OSError) as e:

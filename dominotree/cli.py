@@ -93,7 +93,8 @@ def cmd_generate(a) -> int:
         from .bench.calibrate import resolve_auto
         pair = load_pair_from_args(a)
         a.budget, info = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
-                                      tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk))
+                                      tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk),
+                                      draft_vocab=a.draft_vocab)
         print(f"--budget auto: {a.budget} for {a.method} ({info['calibration']}, {info['cost_model']})", file=sys.stderr)
     cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                        seed=a.seed, builder=a.builder, ab_builder=a.ab_builder, draft_vocab=a.draft_vocab,

@@ -167,6 +167,37 @@ def test_auto_choice_reads_the_saved_files_and_never_calibrates(tmp_path, monkey
     assert notes[1].startswith("marg keeps budget 16: budget calibration") and "is for 'dominotree'" in notes[1]
 
 
+def test_draft_vocabulary_runs_read_their_own_calibration(tmp_path, monkeypatch):
+    """``/v8192`` runs read ``..._dominotree_v8192.json`` when it exists, else the full-vocabulary
+    calibration with a warning that its draft and build times are not theirs."""
+    import dataclasses
+    from dominotree.autobudget import apply_auto, auto_choice, default_path
+    from dominotree.cli import UserError
+    from dominotree.config import DecodeConfig
+    from dominotree.costmodel import default_path as cost_path
+    monkeypatch.chdir(tmp_path)
+    assert default_path("smollm2", "cpu", "dominotree", 8192).name == "budget_smollm2_cpu_dominotree_v8192.json"
+    with pytest.raises(UserError, match=r"--method dominotree --draft-vocab 8192`$"):
+        auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cm.save(cost_path("smollm2", "cpu"))
+    full = _calibration()
+    full.meta["preset"] = "smollm2"
+    full.save(default_path("smollm2", "cpu", "dominotree"))
+    ch = auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
+    assert ch.calibration == default_path("smollm2", "cpu", "dominotree")
+    assert ch.warnings == ("the budget calibration was made with the full drafter vocabulary, this run uses 8192",)
+    assert auto_choice("smollm2", "cpu", "dominotree").warnings == ()
+    # its own calibration, with drafts 8 ms cheaper: read for /v8192 only, without a warning
+    own = dataclasses.replace(full, draft_ms=full.draft_ms - 8.0, meta={**full.meta, "draft_vocab": 8192})
+    own.save(default_path("smollm2", "cpu", "dominotree", 8192))
+    ch = auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
+    assert ch.calibration == default_path("smollm2", "cpu", "dominotree", 8192) and ch.warnings == ()
+    assert ch.budget == choose(own, cm)
+    _, chosen, _ = apply_auto([DecodeConfig(method="dominotree", draft_vocab=8192)], "smollm2", "cpu")
+    assert chosen["dominotree"].calibration == ch.calibration
+
+
 # --- from the command line -------------------------------------------------------------------------
 
 @pytest.fixture

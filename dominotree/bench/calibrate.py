@@ -39,7 +39,8 @@ def held_out_prompts(per_category: int) -> list[str]:
 
 
 def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
-              builder: str | None = None, tree: TreeConfig | None = None, progress: bool = True) -> Calibration:
+              builder: str | None = None, tree: TreeConfig | None = None, progress: bool = True,
+              draft_vocab: int = 0) -> Calibration:
     """Run the calibration (see the module docstring) and return it."""
     from tqdm import tqdm
     from ..decode import _Clock
@@ -66,12 +67,13 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     starts, accept, draft, commit = [], [], [], []
     dec.build = timed_build
     try:
-        dec.generate("Warm-up", DecodeConfig(method=method, max_new_tokens=16, builder=builder, tree=tree))
+        dec.generate("Warm-up", DecodeConfig(method=method, max_new_tokens=16, builder=builder, tree=tree,
+                                             draft_vocab=draft_vocab))
         for v in build_ms.values():
             v.clear()
         for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
             tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
-                                              builder=builder, tree=tree))
+                                              builder=builder, tree=tree, draft_vocab=draft_vocab))
             for rt in tr.rounds:
                 starts.append(rt.start)
                 accept.append(prefix_accept(rt.tree, rt.target_tokens, budget_max))
@@ -81,7 +83,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
         dec.build = real_build
     from .machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""), "builder": builder,
-            "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "prompts": len(prompts),
+            "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
@@ -89,12 +91,13 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
-                 builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True):
+                 builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True,
+                 draft_vocab: int = 0):
     """``(budget, info)`` for ``--budget auto``: the profile (required), the calibration (cached;
     made now when missing) and the choice with its curve (``autobudget.auto_choice``)."""
     check_auto_method(method)
     dtype = str(pair.target.dtype).replace("torch.", "")
-    cpath, kpath = auto_paths(pair.name, pair.target.device, method, cost_model_path, calibration_path)
+    cpath, kpath = auto_paths(pair.name, pair.target.device, method, cost_model_path, calibration_path, draft_vocab)
     require_profile(cpath, pair.name, dtype)
     if kpath.is_file():
         print(f"using budget calibration {kpath}", file=sys.stderr)
@@ -103,10 +106,10 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
               f"separately)", file=sys.stderr)
         from ..decode import Decoder
         cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
-                        builder=builder, tree=tree, progress=progress)
+                        builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab)
         cal.save(kpath)
         print(f"saved {kpath}", file=sys.stderr)
-    ch = auto_choice(pair.name, pair.target.device, method, dtype, cpath, kpath)
+    ch = auto_choice(pair.name, pair.target.device, method, dtype, cpath, kpath, draft_vocab)
     for w in ch.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return ch.budget, {"method": method, "budget": ch.budget, "calibration": str(kpath), "cost_model": str(cpath),
@@ -125,23 +128,26 @@ def main(argv=None) -> int:
     p.add_argument("--corr-topm", type=int, default=64)
     p.add_argument("--node-topk", type=int, default=8)
     p.add_argument("--builder", default=None)
+    p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
+                   help="calibrate runs whose drafters score the N most frequent tokens (0: the full vocabulary)")
     p.add_argument("--cost-model", default=None, help="verify-cost profile (default results/cost_model_<preset>_<device>.json)")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", default=None, help="default results/budget_<preset>_<device>_<method>.json")
+    p.add_argument("--out", default=None, help="default results/budget_<preset>_<device>_<method>[_v<N>].json")
     a = p.parse_args(argv)
-    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1:
-        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1")
+    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1 or a.draft_vocab < 0:
+        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1; "
+                        "--draft-vocab >= 0")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
     pair = load_pair_from_args(a)
-    out = Path(a.out) if a.out else default_path(pair.name, pair.target.device, a.method)
+    out = Path(a.out) if a.out else default_path(pair.name, pair.target.device, a.method, a.draft_vocab)
     from ..costmodel import default_path as cost_path
     cm = require_profile(a.cost_model or cost_path(pair.name, pair.target.device), pair.name, a.dtype)
     from ..decode import Decoder
     tree = TreeConfig(budget=a.budget_max, corr_topm=a.corr_topm, node_topk=a.node_topk)
     cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(a.per_category), a.method, a.budget_max,
-                    a.max_new_tokens, a.builder, tree)
+                    a.max_new_tokens, a.builder, tree, draft_vocab=a.draft_vocab)
     cal.save(out)
     rows = curve(cal, cm)
     b = choose(cal, cm)

@@ -139,7 +139,7 @@ def resolve_auto_variants(a, pair, variants: list) -> dict:
         if v.auto:
             from .calibrate import resolve_auto
             b, info = resolve_auto(pair, v.method, a.cost_model, a.calibration, tree=v.tree, builder=a.builder,
-                                   progress=not a.no_progress)
+                                   progress=not a.no_progress, draft_vocab=v.draft_vocab)
             variants[i] = replace(v, tree=replace(v.tree, budget=b))
             auto[v.label] = info
             print(f"{v.label}: budget {b} (predicted best on this device; {info['calibration']})", file=sys.stderr)
