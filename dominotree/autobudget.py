@@ -179,17 +179,11 @@ class AutoChoice:
 
 def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None,
                draft_vocab: int = 0) -> tuple[Path, Path]:
-    """The verify-cost profile and the calibration ``--budget auto`` reads (the given ones, else the
-    defaults). A draft-vocabulary run without its own calibration reads the full-vocabulary one
-    (``auto_choice`` then warns: its draft and build times are the full vocabulary's)."""
+    """The verify-cost profile and the calibration of this run (the given ones, else the defaults;
+    a draft-vocabulary run's own ``_v<N>`` file: ``resolve_auto`` makes it when it is missing)."""
     from .costmodel import default_path as cost_path
-    if calibration_path:
-        kpath = Path(calibration_path)
-    else:
-        kpath = default_path(preset, device, method, draft_vocab)
-        if draft_vocab and not kpath.is_file():
-            kpath = default_path(preset, device, method)
-    return Path(cost_model_path) if cost_model_path else cost_path(preset, device), kpath
+    return (Path(cost_model_path) if cost_model_path else cost_path(preset, device),
+            Path(calibration_path) if calibration_path else default_path(preset, device, method, draft_vocab))
 
 
 def check_auto_method(method: str) -> None:
@@ -207,6 +201,9 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
     from .costmodel import load_cost_model
     check_auto_method(method)
     cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab)
+    if draft_vocab and calibration_path is None and not kpath.is_file() \
+            and default_path(preset, device, method).is_file():
+        kpath = default_path(preset, device, method)     # never calibrating: the full vocabulary's, with a warning
     pair = "--target DIR --drafter DIR" if preset == "custom" else f"--preset {preset}"
     need = []
     if not cpath.is_file():

@@ -187,6 +187,9 @@ def test_draft_vocabulary_runs_read_their_own_calibration(tmp_path, monkeypatch)
     ch = auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
     assert ch.calibration == default_path("smollm2", "cpu", "dominotree")
     assert ch.warnings == ("the budget calibration was made with the full drafter vocabulary, this run uses 8192",)
+    # resolve_auto (which calibrates when its file is missing) is pointed at the run's own file
+    from dominotree.autobudget import auto_paths
+    assert auto_paths("smollm2", "cpu", "dominotree", draft_vocab=8192)[1] == default_path("smollm2", "cpu", "dominotree", 8192)
     assert auto_choice("smollm2", "cpu", "dominotree").warnings == ()
     # its own calibration, with drafts 8 ms cheaper: read for /v8192 only, without a warning
     own = dataclasses.replace(full, draft_ms=full.draft_ms - 8.0, meta={**full.meta, "draft_vocab": 8192})

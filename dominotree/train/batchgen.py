@@ -211,14 +211,16 @@ class SlotGenerator:
         self.crop_every = crop_every
         self.sort_every = sort_every  # steps between re-sorting cache rows by start (grouped_sdpa's windows)
         self.steps = 0                # forwards run (for throughput reports)
+        body, head = getattr(model, "base_model", None), model.get_output_embeddings()
+        self._split = (body, head) if body is not None and body is not model and head is not None else None
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache, need: list[int]) -> torch.Tensor:
         """Logits of rows ``need`` only: a prompt token before the last has no use for the LM head,
         which is a fifth of a step's products at SmolLM2's 49k vocabulary."""
-        body, head = getattr(self.model, "base_model", None), self.model.get_output_embeddings()
-        if body is None or body is self.model or head is None:
+        if self._split is None:
             out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True)
             return out.logits[need, -1]
+        body, head = self._split
         h = body(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True).last_hidden_state
         return head(h[need, -1])
 

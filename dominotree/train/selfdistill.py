@@ -304,8 +304,9 @@ Command (last run; a rerun with the same --out and --seed continues the plan):
   self-written requests and second turns reach the generator at all), so they hold template
   and long requests only. Shards from 00024 on were written with the LM head on the rows that
   sample only, the products through oneDNN and the nucleus drawn from its top 1024 candidates
-  (`batchgen.nucleus`: the same distribution as a full sort, other random draws). A rerun starts the second turn of a chat that a stop interrupted
-  between its turns from the stored first turn.
+  (`batchgen.nucleus`: the same distribution as a full sort, other random draws). A rerun
+  starts the second turn of a chat that a stop interrupted between its turns from the stored
+  first turn.
 
 ## Totals (all runs in this folder)
 
