@@ -39,7 +39,7 @@ def check_identical(name, drafter, embed, block, tc, max_depth):
 
 @pytest.fixture(scope="module")
 def head():
-    return random_head(hidden=64, vocab=600, gru=64, emb=16, seed=1)   # G % 64 == 0: row batching
+    return random_head(hidden=64, vocab=600, gru=64, emb=16, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -125,19 +125,21 @@ def test_bfloat16_head(name):
         check_identical(name, d, e, random_block(d, e, 16, gen), TreeConfig(budget=16), 16)
 
 
-@pytest.mark.parametrize("mode", ["module", "ops", "fused"])
-def test_gru_modes(mode, head, monkeypatch):
-    """The written-out GRU variants and the module call give the same trees (without row batching;
-    the default, self-checked mode with row batching runs in every other test)."""
-    monkeypatch.setenv("DOMINOTREE_GRAPH_GRU", mode)
-    graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
+@pytest.mark.parametrize("table", [True, False])
+def test_child_gru_paths(table, head, monkeypatch):
+    """With the per-token input table (small vocabularies) and without it (the K-row product of
+    large ones), every builder gives the reference's tree."""
+    from dominotree.models import childgru
+    if not table:
+        monkeypatch.setattr(childgru, "TABLE_MAX_BYTES", 0)
+    childgru._CACHE.clear(); graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
     try:
         gen = torch.Generator().manual_seed(18)
         for name in ("graph", "frontier"):
             check_identical(name, *head, random_block(*head, 16, gen), TreeConfig(budget=16), 16)
-        assert graph_mod.expander_for(_scorer(*head, random_block(*head, 16, gen), TreeConfig())).gru_mode == mode
+        assert (childgru.child_gru(*head).table is not None) == table
     finally:
-        graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
+        childgru._CACHE.clear(); graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
 
 
 @pytest.mark.parametrize("name", ["graph", "frontier"])
@@ -267,16 +269,3 @@ def test_node_bodies_with_static_buffers(head):
             assert ([int(t) for t in toks], lps, base) == (ch.tokens, ch.logprobs, ch.base_logprobs)
             exp.S_toks = torch.tensor(ch.tokens)
             assert torch.equal(exp._gru_body()["states"], ch.states)
-
-
-def test_row_batching_is_on_where_it_is_exact():
-    """On this CPU the self-check enables row-batched GRU steps for the embedded pair's shapes."""
-    d, e = random_head(hidden=128, vocab=700, gru=64, emb=16, seed=9)
-    gen = torch.Generator().manual_seed(24)
-    block = random_block(d, e, 16, gen)
-    exp = graph_mod.NodeExpander(_scorer(d, e, block, TreeConfig()), use_graphs=False)
-    assert exp.gru_mode in ("fused", "ops", "module")
-    if exp.gru_mode != "module":
-        assert exp.row_batching == (exp.G % 64 == 0)
-    for _ in range(4):
-        check_identical("graph", d, e, random_block(d, e, 16, gen), TreeConfig(budget=24), 16)

@@ -7,7 +7,7 @@ buffers, once, as two bodies that read only static inputs and write only static 
 
 - ``_corr_body``: the children menu of a node at child depth d >= 2: ``SiLU(W1 [z_d ; s])`` on the
   Top-M candidates of depth d, log-softmax over the M, top-K, and the base log-probs.
-- ``_gru_body``: the K-way GRU step giving the K children's states from their parent's state.
+- ``_gru_body``: the K children's GRU states from their parent's (``models/childgru.py``).
 
 One body, two execution modes. On CUDA each body is captured once per key (shapes, dtype, device,
 weights) with ``torch.cuda.graph`` after warm-up on a side stream and replayed, with one host sync
@@ -20,20 +20,11 @@ copies the round's Top-M setup in (the scorer computed it; eagerly the tensors a
 
 The GRU step runs lazily: the reference computes the K children's states of every expanded node,
 but a child's state is only read when that child is itself expanded, so the builder runs a
-node's K-row GRU step the first time one of its children is popped for expansion (the same call
+family's GRU step the first time one of its children is popped for expansion (the same call
 on the same K tokens, so the same bits) and never for nodes none of whose children is expanded.
 
-Identity: every op is the reference's op on the same shapes and dtypes (batch-1 correction,
-K-row GRU), so results are bit-identical. Two CPU-only substitutions, each used only where a
-self-check at construction shows it bit-identical to ``drafter.gru_step`` on this machine and
-these shapes (else the module itself is called):
-
-- the GRU step written out as torch ops (``mm`` + gates: the sequence ``aten::gru`` runs on CPU),
-  which skips ``nn.GRU``'s overhead;
-- row batching (``G % 64 == 0``): a row of the K-row step depends only on its own token and parent
-  state (GEMM rows are computed independently; the gates are elementwise with no scalar tails),
-  so one K-row step (still K rows: the reference's GEMM shape) serves the K most urgent children
-  with unknown states, whichever families they are in.
+Identity: every op is the reference's op on the same shapes and dtypes (batch-1 correction, the
+shared ``ChildGRU`` step of a family's K children), so results are bit-identical.
 """
 from __future__ import annotations
 
@@ -46,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import TreeConfig
+from ..models.childgru import child_gru
 from ..scoring import ConditionalScorer
 from ..trace import Menu
 from ..tree import Tree
@@ -92,12 +84,9 @@ class NodeExpander:
         # weights, read in place (never copied)
         self.W1 = drafter.embed_proj[0].weight                     # [E, H+G]
         self.W1T = self.W1.t()
-        gru = drafter.prefix_gru
-        self.WihT, self.WhhT = gru.weight_ih_l0.t(), gru.weight_hh_l0.t()
-        self.G = gru.hidden_size
+        self.gru = child_gru(drafter, scorer.embed)
+        self.G = drafter.prefix_gru.hidden_size
         self._allocate(scorer)
-        self.row_batching = False   # K-row GRU steps may mix parents (set by the CPU self-check)
-        self.gru_mode = "module" if self.device.type != "cpu" else self._pick_gru_mode()
 
     # --- allocate -------------------------------------------------------------------------
     def _allocate(self, scorer: ConditionalScorer) -> None:
@@ -133,6 +122,8 @@ class NodeExpander:
         self._row_views = {}
         self.scorer = scorer
         self._bound = False
+        if not self.captured:      # a graph keeps the step it recorded; eagerly, follow the weights
+            self.gru = child_gru(scorer.drafter, scorer.embed)
         if not self.owned:
             self.S_z = scorer.block.z
             return
@@ -215,36 +206,9 @@ class NodeExpander:
         return {"toks": toks, "pack": torch.stack([toks.double(), vals.double(), base.double()])}
 
     def _gru_body(self) -> dict:
-        """``ConditionalScorer.child_states(S_state, S_toks)``: one K-row GRU step. ``S_state`` is
-        [1, G] (one parent), or [K, G] (row batching: row i is token i's parent)."""
-        emb = self.embed
-        if type(emb) is torch.nn.Embedding and emb.max_norm is None:
-            x = F.embedding(self.S_toks, emb.weight)                           # == self.embed(toks)
-        else:
-            x = emb(self.S_toks)
-        if x.dtype != self.dtype:
-            x = x.to(self.dtype)                                              # == .to(dtype)
-        if self.gru_mode == "module":
-            h0 = self.S_state.expand(x.shape[0], -1)                          # == state.view(1,-1).expand(K,-1)
-            return {"states": self.drafter.gru_step(x, h0)}                  # == reference line
-        # aten::gru's CPU cell, op for op (checked bit-exact in _pick_gru_mode)
-        h0 = self.S_state
-        if h0.shape[0] != x.shape[0]:
-            h0 = h0.repeat(x.shape[0], 1)                                     # == expand(K,-1).contiguous()
-        ig = torch.mm(x, self.WihT)                                           # linear_ih (folded to mm)
-        hg = torch.mm(h0, self.WhhT)                                          # linear_hh
-        g = self.G
-        if self.gru_mode == "fused":       # reset and update gates in one add_/sigmoid_ (elementwise)
-            ig_ru, ig_n = ig.unsafe_split_with_sizes([2 * g, g], 1)
-            hg_ru, hg_n = hg.unsafe_split_with_sizes([2 * g, g], 1)
-            r, u = hg_ru.add_(ig_ru).sigmoid_().chunk(2, 1)
-        else:
-            i_r, i_z, ig_n = ig.unsafe_chunk(3, 1)
-            h_r, h_z, hg_n = hg.unsafe_chunk(3, 1)
-            r = h_r.add_(i_r).sigmoid_()
-            u = h_z.add_(i_z).sigmoid_()
-        n = ig_n.add(hg_n.mul_(r)).tanh_()
-        return {"states": (h0 - n).mul_(u).add_(n)}
+        """``ConditionalScorer.child_states(S_state, S_toks)``: the K children's states from their
+        parent's ``S_state`` [1, G]."""
+        return {"states": self.gru(self.S_state, self.S_toks)}              # == reference line
 
     # --- capture ----------------------------------------------------------------------------
     def capture(self) -> bool:
@@ -301,51 +265,6 @@ class NodeExpander:
             return self.O_gru["states"].clone()           # the next replay overwrites O_gru
         self.S_state, self.S_toks = state, toks
         return self._gru_body()["states"]
-
-    # --- self-check -----------------------------------------------------------------------
-    def _pick_gru_mode(self) -> str:
-        """The fastest written-out GRU that equals ``drafter.gru_step`` bit for bit here."""
-        forced = os.environ.get("DOMINOTREE_GRAPH_GRU", "")
-        if forced in ("module", "ops", "fused"):     # debug: force one variant, no row batching
-            return forced
-        gen = torch.Generator().manual_seed(0)
-        vocab = self.embed.weight.shape[0] if hasattr(self.embed, "weight") else self.V
-        keep = self.S_state, self.S_toks
-        trials = []
-        with torch.inference_mode():
-            for _ in range(3):
-                st = torch.randn(1, self.G, generator=gen).to(self.dtype)
-                toks = torch.randint(0, vocab, (self.k,), generator=gen)
-                ref = self.drafter.gru_step(self.embed(toks).to(self.dtype), st.expand(self.k, -1))
-                trials.append((st, toks, ref))
-            for mode in ("fused", "ops"):
-                self.gru_mode = mode
-                ok = True
-                for st, toks, ref in trials:
-                    self.S_state, self.S_toks = st, toks
-                    ok = ok and torch.equal(self._gru_body()["states"], ref)
-                if ok:
-                    break
-            else:
-                mode = "module"
-            self.row_batching = mode != "module" and self.G % 64 == 0 and self._rows_independent(trials)
-        self.S_state, self.S_toks = keep
-        return mode
-
-    def _rows_independent(self, trials) -> bool:
-        """Row batching is exact iff a row of the K-row GRU step depends only on its own token and
-        parent state (not on the other rows, nor on its position): true of MKL's GEMM kernels and
-        of the vectorized gates when G % 64 == 0; checked here on mixed batches, bit for bit."""
-        k = self.k
-        for shift in range(1, 3):
-            picks = [((i + shift) % len(trials), (i * 3 + shift) % k) for i in range(k)]
-            self.S_state = torch.cat([trials[t][0] for t, _ in picks])
-            self.S_toks = torch.stack([trials[t][1][j] for t, j in picks])
-            got = self._gru_body()["states"]
-            for i, (t, j) in enumerate(picks):
-                if not torch.equal(got[i], trials[t][2][j]):
-                    return False
-        return True
 
 
 class sync_check:
@@ -407,41 +326,19 @@ def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth:
 
 class _Family:
     """An expanded node's K children: their tokens, and their states once someone needs them."""
-    __slots__ = ("state", "toks", "tok_list", "states", "rows")
+    __slots__ = ("state", "toks", "tok_list", "states")
 
     def __init__(self, state, toks, tok_list):
         self.state, self.toks, self.tok_list = state, toks, tok_list
-        self.states = None          # [K, G] from the family's own K-row GRU step
-        self.rows = {}              # k -> [1, G] from a row-batched step (exp.row_batching)
+        self.states = None          # [K, G] from the family's GRU step, once needed
 
 
-def _child_state(exp: NodeExpander, heap: list, family: _Family, k: int, spare: int, max_depth: int):
-    """The [1, G] state of child ``k`` of ``family``, computing GRU steps only on first need.
-
-    Per family: the family's K-row step, exactly the reference's call. With row batching, one
-    K-row step serves the K most urgent children with unknown states (this one, then the best
-    heap entries that could still be expanded), whichever families they belong to."""
-    if not exp.row_batching:
-        if family.states is None:
-            family.states = exp.child_states(family.state, family.toks)
-        return family.states[k:k + 1]                  # == ch.states[k].view(1, -1)
-    got = family.rows.get(k)
-    if got is not None:
-        return got
-    want = [(family, k)]
-    if spare > 0:
-        for e in heapq.nsmallest(spare, heap):        # the next pops, if nothing better is pushed
-            fam, j, depth = e[5], e[6], e[3]
-            if depth < max_depth and j not in fam.rows and (fam, j) not in want:
-                want.append((fam, j))
-                if len(want) == exp.k:
-                    break
-    pad = want + [want[0]] * (exp.k - len(want))      # always K rows: the reference's GEMM shape
-    toks = torch.tensor([fam.tok_list[j] for fam, j in pad], device=exp.device)
-    states = exp.child_states(torch.cat([fam.state for fam, _ in pad]), toks)
-    for i, (fam, j) in enumerate(want):
-        fam.rows[j] = states[i:i + 1]
-    return family.rows[k]
+def _child_state(exp: NodeExpander, family: _Family, k: int):
+    """The [1, G] state of child ``k`` of ``family``: the family's GRU step (exactly the
+    reference's call) runs the first time one of its children needs a state."""
+    if family.states is None:
+        family.states = exp.child_states(family.state, family.toks)
+    return family.states[k:k + 1]                      # == ch.states[k].view(1, -1)
 
 
 def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConfig, max_depth: int) -> Built:
@@ -468,7 +365,7 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
         scores.append(-neg); margs.append(marg)
         # the last node's children could never be used: skip the wasted expansion
         if depth < max_depth and len(tokens) - 1 < cfg.budget:
-            state = _child_state(exp, heap, family, k, cfg.budget - row - 1, max_depth)
+            state = _child_state(exp, family, k)
             toks, lps, bases, toks_t = exp.menu(state, depth + 1)
             push(row, depth + 1, -neg, marg, toks, lps, bases, _Family(state, toks_t, toks))
     return Built(Tree(tokens, parents, depths, scores, margs), menus)
