@@ -9,11 +9,13 @@ acceptance the budget-``b`` tree would have had in that round: the accept walk o
 
 Per round ``r`` of the calibration the predicted round time at budget ``b`` is
 
-    draft_ms + build_ms(b) + C_v(b; start_r) + commit_ms
+    draft_ms(b) + build_ms(b) + C_v(b; start_r) + commit_ms
 
 with ``C_v`` the verify-cost model of ``profile-cost`` (``dominotree.costmodel``), the build time
-measured in the calibration at a grid of budgets (linear between them) and the draft and commit
-times the calibration's medians; predicted tokens/s(b) = sum_r accepted_r(b) / sum_r time_r(b).
+measured in the calibration at a grid of budgets (linear between them), the draft time likewise
+(a budget-``b`` tree reaches depth ``b`` at most, so the drafter's LM head runs on ``min(b, depth)``
+rows; older calibrations without that grid use one draft time) and the commit time the
+calibration's median; predicted tokens/s(b) = sum_r accepted_r(b) / sum_r time_r(b).
 The choice is the ``b`` with the highest prediction, the smaller on a tie: a pure function of the
 profile and the calibration, hence deterministic. It is one fixed budget per pair, method and
 device, not a per-round rule (CondAdaptive's per-round rule is what the paper shows failing).
@@ -69,6 +71,7 @@ class Calibration:
     build_grid: list[int]                # budgets at which the build was timed
     build_ms: list[float]                # median build ms at each grid budget
     meta: dict = field(default_factory=dict)
+    draft_grid_ms: list[float] | None = None   # median draft ms at each grid budget (None: draft_ms)
 
     def __post_init__(self):
         if not self.accept or len(self.accept) != len(self.starts):
@@ -78,6 +81,20 @@ class Calibration:
         if not self.build_grid or len(self.build_grid) != len(self.build_ms) or \
                 any(b2 <= b1 for b1, b2 in zip(self.build_grid, self.build_grid[1:])):
             raise ValueError("build_grid must be increasing, with one build time per budget")
+        if self.draft_grid_ms is not None and len(self.draft_grid_ms) != len(self.build_grid):
+            raise ValueError("draft_grid_ms needs one draft time per grid budget")
+
+    def draft_at(self, b: int) -> float:
+        """Draft ms at budget ``b`` (the grid's, linear between its budgets, flat beyond them)."""
+        if self.draft_grid_ms is None:
+            return self.draft_ms
+        g, v = self.build_grid, self.draft_grid_ms
+        if b <= g[0]:
+            return float(v[0])
+        for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
+            if b <= b1:
+                return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
+        return float(v[-1])
 
     def build_at(self, b: int) -> float:
         g, v = self.build_grid, self.build_ms
@@ -92,7 +109,8 @@ class Calibration:
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "method": self.method, "budget_max": self.budget_max,
                 "starts": self.starts, "accept": self.accept, "draft_ms": self.draft_ms, "commit_ms": self.commit_ms,
-                "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta}
+                "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta,
+                **({"draft_grid_ms": self.draft_grid_ms} if self.draft_grid_ms is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
@@ -102,7 +120,8 @@ class Calibration:
             raise ValueError(f"calibration version {d.get('version')!r} is not supported")
         return cls(d["method"], int(d["budget_max"]), [int(s) for s in d["starts"]],
                    [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
-                   [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {})
+                   [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {},
+                   [float(x) for x in d["draft_grid_ms"]] if d.get("draft_grid_ms") is not None else None)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -119,7 +138,7 @@ def curve(cal: Calibration, cost_model) -> list[dict]:
     n = len(cal.accept)
     for b in range(1, cal.budget_max + 1):
         toks = sum(a[b - 1] for a in cal.accept)
-        ms = sum(cal.draft_ms + cal.build_at(b) + cost_model.verify_ms_at(b, s) + cal.commit_ms for s in cal.starts)
+        ms = sum(cal.draft_at(b) + cal.build_at(b) + cost_model.verify_ms_at(b, s) + cal.commit_ms for s in cal.starts)
         out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "predicted_tokens_per_s": 1e3 * toks / ms})
     return out
 

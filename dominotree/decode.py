@@ -127,6 +127,7 @@ class Decoder:
         builder = get_builder(cfg.builder)
         ab = get_builder(cfg.ab_builder) if cfg.ab_builder else None
         vocab = self.draft_vocab(cfg.draft_vocab) if cfg.draft_vocab and drafter is not None else None
+        depths = usable_depths(cfg)
         while True:
             if should_stop is not None and should_stop():
                 return
@@ -136,7 +137,7 @@ class Decoder:
             block = None
             if drafter is not None:
                 if draft_fn is None:
-                    block = self.draft(drafter, root, start, feats, feat_pos, dcache, vocab)
+                    block = self.draft(drafter, root, start, feats, feat_pos, dcache, vocab, depths)
                 else:
                     block = draft_fn(drafter, root, start, feats, feat_pos, dcache)
                     if vocab is not None:
@@ -208,9 +209,10 @@ class Decoder:
         return built, scorer, ab_info
 
     def draft(self, drafter: Drafter, root: int, start: int, feats, feat_pos, dcache: DraftCache,
-              vocab: DraftVocab | None = None) -> DraftBlock:
+              vocab: DraftVocab | None = None, depths: int | None = None) -> DraftBlock:
         """One drafter forward over ``[root, MASK x (B-1)]`` at positions ``start...``; base logits
-        over the draft vocabulary's columns when ``vocab`` is given."""
+        over the draft vocabulary's columns when ``vocab`` is given, for the first ``depths``
+        depths only when given (the LM head is most of the draft, and deeper rows go unused)."""
         cfg, tgt = drafter.cfg, self.target
         dev, dtype = tgt.device, drafter.fc.weight.dtype
         blk = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=dev)
@@ -219,6 +221,8 @@ class Decoder:
         h = drafter(feats.to(dtype), noise, feat_pos, torch.arange(start, start + cfg.block_size, device=dev),
                     cache=dcache)[0]
         rows = h if cfg.shift_label else h[1:]
+        if depths is not None:
+            rows = rows[:depths]
         base = tgt.logits(rows.to(tgt.dtype)) if vocab is None else vocab.logits(rows.to(tgt.dtype))
         root_state = None
         if cfg.is_domino:
@@ -353,6 +357,16 @@ METHOD_TABLE = {
     "condadaptive": MethodRow("domino", "conditional", "heap",          "cost"),
 }
 assert {m: r.drafter for m, r in METHOD_TABLE.items()} == METHOD_DRAFTER, "METHOD_TABLE and config disagree"
+
+
+def usable_depths(cfg: DecodeConfig) -> int | None:
+    """How many depths of a draft block the method can use, when fewer than the block: a tree of
+    ``budget`` nodes reaches depth ``budget`` at most (chains use the whole block), and
+    ``max_depth`` caps both. None: all of them."""
+    limits = [cfg.tree.max_depth] if cfg.tree.max_depth is not None else []
+    if METHOD_TABLE[cfg.method].builder not in ("greedy-chain", "domino-chain", "root"):
+        limits.append(cfg.tree.budget)
+    return min(limits) if limits else None
 
 
 def _config_dict(cfg: DecodeConfig) -> dict:

@@ -118,6 +118,31 @@ def test_auto_choice_is_deterministic(tmp_path):
     assert choose(cal, CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=20.0)) <= b
 
 
+def test_draft_time_follows_the_usable_depths():
+    """A budget-b tree reaches depth b at most and the draft's head runs on those rows only, so a
+    calibration with a draft grid predicts cheaper drafts at small budgets (old files: one time)."""
+    cal = _calibration()
+    assert cal.draft_at(1) == cal.draft_at(32) == 9.0
+    cal.draft_grid_ms = [3.0, 4.5, 9.0, 9.0]
+    assert (cal.draft_at(1), cal.draft_at(4), cal.draft_at(10), cal.draft_at(32), cal.draft_at(64)) == (3.0, 4.5, 6.75, 9.0, 9.0)
+    back = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert back.draft_grid_ms == cal.draft_grid_ms
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    assert curve(cal, cm)[0]["round_ms"] < curve(_calibration(), cm)[0]["round_ms"]
+    with pytest.raises(ValueError):
+        Calibration("dominotree", 4, [1], [[1, 2, 3, 4]], 1.0, 1.0, [1, 4], [1.0, 2.0], {}, [1.0])
+
+
+def test_usable_depths():
+    from dominotree.config import DecodeConfig, TreeConfig
+    from dominotree.decode import usable_depths
+    assert usable_depths(DecodeConfig(method="dominotree", tree=TreeConfig(budget=5))) == 5
+    assert usable_depths(DecodeConfig(method="ddtree", tree=TreeConfig(budget=40))) == 40
+    assert usable_depths(DecodeConfig(method="domino", tree=TreeConfig(budget=5))) is None
+    assert usable_depths(DecodeConfig(method="dflash", tree=TreeConfig(budget=5, max_depth=3))) == 3
+    assert usable_depths(DecodeConfig(method="dominotree", tree=TreeConfig(budget=9, max_depth=3))) == 3
+
+
 def test_calibration_refuses_bad_shapes():
     with pytest.raises(ValueError):
         Calibration("dominotree", 4, [1], [[1, 2]], 1.0, 1.0, [1, 4], [1.0, 2.0])
@@ -240,6 +265,7 @@ def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_pat
     cal = calibrate(Decoder(tiny_pair, annotate=False), ["Hello there", "Count to ten"], "dominotree", 8,
                     max_new_tokens=8, progress=False)
     assert len(cal.accept) == len(cal.starts) > 0 and cal.build_grid[-1] == 8
+    assert len(cal.draft_grid_ms) == len(cal.build_grid) and all(d >= 0 for d in cal.draft_grid_ms)
     cal.save(tmp_path / "cal.json")
     (tmp_path / "p.jsonl").write_text('{"prompt": "Hi"}\n{"prompt": "Tell me a story"}\n')
     code, out, err = cli("bench", "--preset", "random-tiny", "--prompts", str(tmp_path / "p.jsonl"), "--methods",

@@ -4,7 +4,9 @@ One greedy (T = 0) run of the method at a large budget on held-out prompts (the 
 each category of ``assets/prompts/eval.jsonl``; the sweeps use the first ones), recording per round
 the acceptance every smaller budget would have had (``autobudget.prefix_accept``), the draft and
 commit times, and the build time at a grid of budgets (each round's block rebuilt at every grid
-budget, timed, outside the round's own stage times). With the verify-cost profile of
+budget, timed, outside the round's own stage times), and the draft time at the same grid (the
+round's draft, less its LM head, plus the head timed again on the ``min(b, depth)`` rows a
+budget-``b`` tree can use). With the verify-cost profile of
 ``profile-cost`` this predicts tokens/s against the budget; ``--budget auto`` picks the best.
 
     python -m dominotree calibrate-budget [--preset smollm2] [--dtype bfloat16] [--method dominotree]
@@ -64,12 +66,30 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
                               "ab": None, "clock": c})
                 build_ms[b].append(c.ms["build"])
         return out
+    real_draft = dec.draft
+    draft_params = inspect.signature(real_draft)
+    head_ms: dict[int, list[float]] = {b: [] for b in grid}     # per grid budget: this round's head ms less the full head's
+
+    def timed_draft(*args, **kwargs):
+        block = real_draft(*args, **kwargs)
+        vocab = draft_params.bind(*args, **kwargs).arguments.get("vocab")
+        head = dec.target.logits if vocab is None else vocab.logits
+        rows = block.z.to(dec.target.dtype)
+        times = {}
+        for n in sorted({min(b, rows.shape[0]) for b in grid} | {rows.shape[0]}):
+            c = _Clock(dec.target.device)
+            t = c.now()
+            head(rows[:n])
+            times[n] = (c.now() - t) * 1e3
+        for b in grid:
+            head_ms[b].append(times[min(b, rows.shape[0])] - times[rows.shape[0]])
+        return block
     starts, accept, draft, commit = [], [], [], []
-    dec.build = timed_build
+    dec.build, dec.draft = timed_build, timed_draft
     try:
         dec.generate("Warm-up", DecodeConfig(method=method, max_new_tokens=16, builder=builder, tree=tree,
                                              draft_vocab=draft_vocab))
-        for v in build_ms.values():
+        for v in (*build_ms.values(), *head_ms.values()):
             v.clear()
         for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
             tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
@@ -80,14 +100,16 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
                 draft.append(rt.stage_ms["draft"])
                 commit.append(rt.stage_ms["commit"])
     finally:
-        dec.build = real_build
+        dec.build, dec.draft = real_build, real_draft
     from .machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""), "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
-                       grid, [statistics.median(build_ms[b]) for b in grid], meta)
+    draft_ms = statistics.median(draft)
+    return Calibration(method, budget_max, starts, accept, draft_ms, statistics.median(commit),
+                       grid, [statistics.median(build_ms[b]) for b in grid], meta,
+                       [max(0.0, draft_ms + statistics.median(head_ms[b])) for b in grid])
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
