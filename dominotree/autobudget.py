@@ -241,6 +241,8 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
     warnings = tuple(f"the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses {want!r}"
                      for key, want in (("preset", preset), ("dtype", dtype)) if cal.meta.get(key) not in (None, want))
+    if cm.meta.get("dtype") not in (None, dtype):
+        warnings += (f"the verify-cost profile was made with dtype {cm.meta.get('dtype')!r}, this run uses {dtype!r}",)
     if int(cal.meta.get("draft_vocab", 0)) != draft_vocab:
         made = cal.meta.get("draft_vocab", 0) or "the full"
         warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
@@ -276,14 +278,16 @@ def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "floa
     return out, chosen, notes
 
 
-def auto_available(preset: str, device, dtype: str = "float32") -> tuple[dict[str, AutoChoice], str | None]:
-    """The auto choice of every method calibrated for this pair and device and, when there is
-    none, the one line saying why (for ``dominotree``: the commands that make what it lacks)."""
+def auto_available(preset: str, device, dtype: str = "float32", draft_vocab: int = 0) \
+        -> tuple[dict[str, AutoChoice], str | None]:
+    """The auto choice of every method calibrated for this pair and device (and draft vocabulary)
+    and, when there is none, the one line saying why (for ``dominotree``: the commands that make
+    what it lacks)."""
     from .cli import UserError
     chosen, reason = {}, None
     for m in AUTO_METHODS:
         try:
-            chosen[m] = auto_choice(preset, device, m, dtype)
+            chosen[m] = auto_choice(preset, device, m, dtype, draft_vocab=draft_vocab)
         except (UserError, OSError) as e:
             if m == "dominotree" or reason is None:
                 reason = str(e)

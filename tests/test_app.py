@@ -342,7 +342,7 @@ def test_classroom_server_locks_model_controls(monkeypatch, tiny_decoder):
     backend = Backend(ModelChoice(preset="random-tiny", device="cpu"), decoder=tiny_decoder, locked=True)
     demo = ui.build_app(backend)
     comps = {c["props"].get("elem_id"): c["props"] for c in demo.config["components"]}
-    for eid in ("preset", "target", "drafters", "device", "dtype", "load"):
+    for eid in ("preset", "target", "drafters", "device", "dtype", "load", "calibrate"):
         assert comps[eid].get("interactive") is False, eid
     assert "Model switching is off" in comps["model-locked"]["value"]
     port = _free_port()
@@ -353,6 +353,9 @@ def test_classroom_server_locks_model_controls(monkeypatch, tiny_decoder):
         assert "cannot be switched" in status
         out = cl.predict(*run_args(["ar"], preset="custom folders", target="/etc"), api_name="/run")
         assert any(isinstance(o, str) and "cannot be switched" in o for o in out)
+        status, _, _ = cl.predict("random-tiny", "", "", "cpu", "float32", "full vocabulary (paper)",
+                                  api_name="/calibrate")
+        assert "Calibration is off" in status
         out = cl.predict(*run_args(["ar"], max_new=4), api_name="/run")       # its own model still runs
         assert any(isinstance(o, str) and "Done" in o for o in out)
     finally:
@@ -387,3 +390,23 @@ def test_pane_says_which_draft_vocabulary_ran(tiny_decoder):
     assert "the 8192 most frequent tokens" in vocab_html(tr)
     tr.config["draft_vocab"] = "<b>"
     assert vocab_html(tr) == ""
+
+
+def test_calibrate_button_makes_auto_available(app, client, tiny_decoder, tmp_path, monkeypatch):
+    """"Calibrate this machine" writes the verify-cost profile and the budget calibration at the
+    default paths (relative to the working directory, as the CLI's), turns auto on with its
+    choice, and a run with auto then uses the calibrated budget."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        status, auto, methods = client.predict("random-tiny", "", "", "cpu", "float32", "full vocabulary (paper)",
+                                               api_name="/calibrate")
+        assert "Calibrated in" in status and "auto = dominotree budget" in status, status
+        assert auto["value"] is True and auto["interactive"] is True and "auto = dominotree" in auto["info"]
+        assert (tmp_path / "results" / "cost_model_random-tiny_cpu.json").is_file()
+        assert (tmp_path / "results" / "budget_random-tiny_cpu_dominotree.json").is_file()
+        budget = int(re.search(r"auto = dominotree budget (\d+)", status).group(1))
+        out = client.predict(*run_args(["ar", "dominotree"], max_new=6, budget_auto=True), api_name="/run")
+        done = next(o for o in out if isinstance(o, str) and ("Done" in o or "Stopped" in o))
+        assert f"budget auto = {budget}" in done, done
+    finally:
+        tiny_decoder.cost_model = None        # the shared decoder: other tests expect no profile

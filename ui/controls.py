@@ -106,12 +106,14 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
 AUTO_LABEL = "Budget: auto (calibrated for this machine)"
 
 
-def auto_budget_control(choice: be.ModelChoice) -> dict:
-    """The auto checkbox's settings for this pair and device: usable when a budget calibration
-    exists (its info says what auto chooses), else off, with the one-line reason (the command)."""
-    chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype)
+def auto_budget_control(choice: be.ModelChoice, draft_vocab: int = 0) -> dict:
+    """The auto checkbox's settings for this pair, device and draft vocabulary: usable when a
+    budget calibration exists (its info says what auto chooses), else off, with the one-line
+    reason (the button below makes one; so do the commands)."""
+    chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype, draft_vocab)
     if not chosen:
-        return dict(value=False, interactive=False, info=f"unavailable: {reason}")
+        return dict(value=False, interactive=False,
+                    info=f"unavailable until this machine is calibrated (the button below, or the commands): {reason}")
     made = sorted({c.created[:10] for c in chosen.values() if c.created})
     return dict(interactive=True, info="auto = " + ", ".join(f"{m} {c.budget}" for m, c in chosen.items())
                 + f" (calibrated {', '.join(made) or 'here'}); other methods keep the slider's budget")
@@ -127,10 +129,11 @@ def auto_budgets(cfgs: list[DecodeConfig], choice: be.ModelChoice, on: bool) -> 
     return cfgs, chosen, " · ".join([f"{m}: {c.describe()}" for m, c in chosen.items()] + kept)
 
 
-def auto_control(preset, target, drafters, device, dtype) -> gr.Checkbox:
+def auto_control(preset, target, drafters, device, dtype, draft_vocab=None) -> gr.Checkbox:
     """The auto checkbox for the model the Model controls name now (loaded or not)."""
     try:
-        return gr.Checkbox(**auto_budget_control(model_choice(preset, target, drafters, device, dtype)))
+        return gr.Checkbox(**auto_budget_control(model_choice(preset, target, drafters, device, dtype),
+                                                 draft_vocab_size(draft_vocab)))
     except ConfigError as e:
         return gr.Checkbox(value=False, interactive=False, info=f"unavailable: {e}")
 
@@ -189,6 +192,8 @@ def build_controls(backend: be.Backend) -> dict:
         max_new = lenient(gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new"))
         budget = lenient(gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget"))
         budget_auto = gr.Checkbox(label=AUTO_LABEL, elem_id="budget-auto", **auto_budget_control(backend.choice))
+        calibrate = gr.Button("Calibrate this machine for auto (about 2 min)", size="sm", elem_id="calibrate",
+                              interactive=not backend.locked)
         topm = lenient(gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m"))
         topk = lenient(gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk"))
         builders = available_builders()
@@ -220,6 +225,7 @@ def build_controls(backend: be.Backend) -> dict:
         load = gr.Button("Load model", elem_id="load", interactive=free)
     return dict(prompt=prompt, examples=examples, methods=methods, run=run, stop=stop,
                 temperature=temperature, seed=seed, max_new=max_new, budget=budget, budget_auto=budget_auto,
+                calibrate=calibrate,
                 topm_m=topm, topk=topk,
                 builder_choice=builder, ab_builder=ab_builder, draft_vocab=draft_vocab, preset=preset, target=target, drafters=drafters,
                 device=device, dtype=dtype, load=load)

@@ -13,6 +13,7 @@ from dominotree import live
 from dominotree.config import ConfigError
 
 from . import backend as be
+from . import calibrate as calibrate_ui
 from .controls import auto_budgets, auto_control, check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
 from .panes import auto_html, render_panes, tie_html, vocab_html
@@ -326,9 +327,10 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["load"].click(load, [c["preset"], c["target"], c["drafters"], c["device"], c["dtype"]],
                     [c["status"], c["methods"]], api_name="load_model", concurrency_id=MODEL_QUEUE,
                     concurrency_limit=1)
-    model_in = [c[k] for k in ("preset", "target", "drafters", "device", "dtype")]
+    model_in = [c[k] for k in ("preset", "target", "drafters", "device", "dtype", "draft_vocab")]
     gr.on([x.change for x in model_in], auto_control, model_in, c["budget_auto"], api_visibility="private",
           queue=False, show_progress="hidden")
+    calibrate_ui.wire(backend, c, status_html, MODEL_QUEUE)
     c["examples"].input(lambda p: p or gr.skip(), c["examples"], c["prompt"], api_visibility="private", queue=False)
 
     quick_out = exports_out[:4]

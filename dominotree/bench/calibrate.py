@@ -139,6 +139,30 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
                                  for r in ch.curve]}
 
 
+def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, per_category: int = 2,
+                   budget_max: int = 32, on_stage=None):
+    """Everything ``--budget auto`` needs for the loaded pair on this machine, made now and saved
+    at the default paths (what ``profile-cost`` and ``calibrate-budget`` write): the verify-cost
+    profile of this dtype, then the budget calibration of ``method`` (for ``draft_vocab``). The
+    explorer's "Calibrate this machine" button; about two minutes for the embedded pair on a 2-core
+    CPU. ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
+    from ..costmodel import default_path as cost_path
+    from ..decode import Decoder
+    from .cost import profile
+    pair = decoder.pair
+    dev, dtype = pair.target.device, str(pair.target.dtype).replace("torch.", "")
+    check_auto_method(method)
+    say = on_stage or (lambda text: None)
+    say("measuring the verify cost of trees of 0 to 32 nodes")
+    cm = profile(pair, contexts=(64, 256, 1024), nodes=(0, 1, 2, 4, 8, 16, 32), repeats=3, progress=False)
+    cpath = cm.save(cost_path(pair.name, dev))
+    say(f"timing {method} at budgets 1 to {budget_max} on {3 * per_category} held-out prompts")
+    cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
+                    progress=False, draft_vocab=draft_vocab)
+    kpath = cal.save(default_path(pair.name, dev, method, draft_vocab))
+    return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab)
+
+
 def main(argv=None) -> int:
     from ..cli import UserError, add_model_args, load_pair_from_args
     p = argparse.ArgumentParser(prog="python -m dominotree calibrate-budget", description=__doc__.split("\n\n")[0])
