@@ -165,7 +165,8 @@ def build_exports() -> dict:
 
 
 def build_import() -> dict:
-    imp = gr.File(label=f"Replay: import a comparison or trace JSON (no model needed; up to {MAX_METHODS} files, "
-                        f"{MAX_TRACE_BYTES // 2**20} MiB each)", file_count="multiple", file_types=[".json"],
+    imp = gr.File(label="Replay saved runs (JSON)", file_count="multiple", file_types=[".json"],
                   elem_id="import-trace", height=120)
+    gr.Markdown(f"A comparison or trace JSON exported here; no model needed. Up to {MAX_METHODS} files, "
+                f"{MAX_TRACE_BYTES // 2**20} MiB each.", elem_classes=["dt-note"])
     return dict(import_trace=_local_examples(imp, multiple=True))
