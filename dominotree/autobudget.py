@@ -26,6 +26,7 @@ The calibration is cached like the cost model: ``results/budget_<preset>_<device
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,6 +242,8 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
     warnings = tuple(f"the budget calibration was made with {key} {cal.meta.get(key)!r}, this run uses {want!r}"
                      for key, want in (("preset", preset), ("dtype", dtype)) if cal.meta.get(key) not in (None, want))
+    warnings += other_machine(cal.meta.get("hardware"), device, "budget calibration")
+    warnings += other_machine(cm.meta.get("hardware"), device, "verify-cost profile")
     if cm.meta.get("dtype") not in (None, dtype):
         warnings += (f"the verify-cost profile was made with dtype {cm.meta.get('dtype')!r}, this run uses {dtype!r}",)
     if int(cal.meta.get("draft_vocab", 0)) != draft_vocab:
@@ -248,6 +251,18 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
                      f"{draft_vocab or 'the full one'}",)
     return AutoChoice(method, choose(cal, cm), kpath, cpath, cal.meta.get("created"), warnings, curve(cal, cm))
+
+
+def other_machine(made_on: dict | None, device, what: str) -> tuple[str, ...]:
+    """A warning when ``what`` was measured on another kind of CPU (its model, vector ISA or core
+    count differ from this one's): costs, and so the best budget, do not carry across CPUs."""
+    import torch
+    if not isinstance(made_on, dict) or torch.device(device).type != "cpu":
+        return ()
+    from .bench.machine import cpu_isa, cpu_model
+    here = {"cpu": cpu_model(), "cpu_isa": cpu_isa(), "cpu_count": os.cpu_count()}
+    diff = [f"{k} {made_on[k]!r} (here {v!r})" for k, v in here.items() if made_on.get(k) not in (None, v)]
+    return (f"the {what} was made on another machine: {', '.join(diff)}; recalibrate here",) if diff else ()
 
 
 def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "float32") \

@@ -329,3 +329,25 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     assert note.count("keeps") == 1 and "ddtree keeps budget 24" in note          # ar has no tree: no word
     head = auto_html(types.SimpleNamespace(config={"budget_auto": chosen["dominotree"].describe() + " <b>"}))
     assert f"budget auto = {b}" in head and "&lt;b&gt;" in head
+
+
+def test_a_calibration_from_another_machine_is_flagged(tmp_path):
+    """Costs do not carry across CPUs: a calibration or profile made on another kind of CPU (model,
+    vector ISA, cores) gets a warning saying so; one made here gets none."""
+    from dominotree.autobudget import auto_choice
+    from dominotree.bench.machine import hardware_info
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9)
+    cm.meta["hardware"] = hardware_info("cpu")
+    cm.save(tmp_path / "cm.json")
+    cal = _calibration()
+    cal.meta["hardware"] = hardware_info("cpu")
+    cal.save(tmp_path / "here.json")
+    ch = auto_choice("test", "cpu", "dominotree", cost_model_path=tmp_path / "cm.json",
+                     calibration_path=tmp_path / "here.json")
+    assert not [w for w in ch.warnings if "another machine" in w]
+    cal.meta["hardware"] = {**hardware_info("cpu"), "cpu_isa": "AVX512+AMX", "cpu": "Some Other CPU"}
+    cal.save(tmp_path / "there.json")
+    ch = auto_choice("test", "cpu", "dominotree", cost_model_path=tmp_path / "cm.json",
+                     calibration_path=tmp_path / "there.json")
+    [w] = [w for w in ch.warnings if "another machine" in w]
+    assert "AVX512+AMX" in w and "Some Other CPU" in w and "recalibrate" in w

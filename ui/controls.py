@@ -115,8 +115,10 @@ def auto_budget_control(choice: be.ModelChoice, draft_vocab: int = 0) -> dict:
         return dict(value=False, interactive=False,
                     info=f"unavailable until this machine is calibrated (the button below, or the commands): {reason}")
     made = sorted({c.created[:10] for c in chosen.values() if c.created})
+    warn = sorted({w for c in chosen.values() for w in c.warnings})
     return dict(interactive=True, info="auto = " + ", ".join(f"{m} {c.budget}" for m, c in chosen.items())
-                + f" (calibrated {', '.join(made) or 'here'}); other methods keep the slider's budget")
+                + f" (calibrated {', '.join(made) or 'here'}); other methods keep the slider's budget"
+                + "".join(f" · warning: {w}" for w in warn))
 
 
 def auto_budgets(cfgs: list[DecodeConfig], choice: be.ModelChoice, on: bool) -> tuple[list[DecodeConfig], dict, str]:

@@ -18,9 +18,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_isa() -> str:
+    """The vector ISA torch uses here (``AVX2``, ``AVX512``...) and the matrix extensions that
+    change what a wide verify costs: ``+AVX512_BF16``, ``+AMX`` (from /proc/cpuinfo)."""
+    import torch
+    isa = torch.backends.cpu.get_cpu_capability()
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return isa + "".join(f"+{name}" for flag, name in (("avx512_bf16", "AVX512_BF16"), ("amx_tile", "AMX"))
+                         if flag in flags)
+
+
 def hardware_info(device=None) -> dict:
     import torch
-    info = {"device": str(device) if device is not None else "cpu", "cpu": cpu_model(),
+    info = {"device": str(device) if device is not None else "cpu", "cpu": cpu_model(), "cpu_isa": cpu_isa(),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "platform": platform.platform()}
     if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
