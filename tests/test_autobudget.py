@@ -351,3 +351,13 @@ def test_a_calibration_from_another_machine_is_flagged(tmp_path):
                      calibration_path=tmp_path / "there.json")
     [w] = [w for w in ch.warnings if "another machine" in w]
     assert "AVX512+AMX" in w and "Some Other CPU" in w and "recalibrate" in w
+
+
+def test_bench_calibration_folder_gives_each_variant_its_own_file(tmp_path):
+    from types import SimpleNamespace
+    from dominotree.bench.cli import calibration_file
+    pair = SimpleNamespace(name="smollm2", target=SimpleNamespace(device=torch.device("cpu")))
+    assert calibration_file(None, pair, "dominotree", 0) is None
+    assert calibration_file(str(tmp_path / "x.json"), pair, "dominotree", 8192) == str(tmp_path / "x.json")
+    assert calibration_file(str(tmp_path), pair, "dominotree", 0) == str(tmp_path / "budget_smollm2_cpu_dominotree.json")
+    assert calibration_file(str(tmp_path), pair, "dominotree", 8192) == str(tmp_path / "budget_smollm2_cpu_dominotree_v8192.json")

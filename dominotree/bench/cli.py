@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="verify-cost model JSON for caddtree / condadaptive (default: "
                         "results/cost_model_<preset>_<device>.json, profiled now if missing)")
     g.add_argument("--calibration", default=None,
-                   help="budget calibration for NAME@auto (default results/budget_<preset>_<device>_<method>.json, "
-                        "made now if missing; the verify-cost profile comes from --cost-model or its default)")
+                   help="budget calibration for NAME@auto: a file, or a folder holding (or getting) each variant's "
+                        "own budget_<preset>_<device>_<method>[_v<N>].json (default results/, made now if missing; "
+                        "the verify-cost profile comes from --cost-model or its default)")
     g.add_argument("--no-warmup", action="store_true")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g = p.add_argument_group("output")
@@ -132,13 +133,23 @@ def resolve_cost_model(a, pair, needed: bool, out: Path):
     return cm
 
 
+def calibration_file(given: str | None, pair, method: str, draft_vocab: int) -> str | None:
+    """``--calibration`` for one auto variant: the file given, or in a given folder the variant's
+    own default file name (so ``dominotree@auto`` and ``dominotree@auto/v8192`` each read theirs)."""
+    if given is None or not Path(given).is_dir():
+        return given
+    from ..autobudget import default_path
+    return str(Path(given) / default_path(pair.name, pair.target.device, method, draft_vocab).name)
+
+
 def resolve_auto_variants(a, pair, variants: list) -> dict:
     """Replace every ``NAME@auto`` variant's budget by the auto choice; {label: choice and curve}."""
     auto = {}
     for i, v in enumerate(variants):
         if v.auto:
             from .calibrate import resolve_auto
-            b, info = resolve_auto(pair, v.method, a.cost_model, a.calibration, tree=v.tree, builder=a.builder,
+            cal = calibration_file(a.calibration, pair, v.method, v.draft_vocab)
+            b, info = resolve_auto(pair, v.method, a.cost_model, cal, tree=v.tree, builder=a.builder,
                                    progress=not a.no_progress, draft_vocab=v.draft_vocab)
             variants[i] = replace(v, tree=replace(v.tree, budget=b))
             auto[v.label] = info
