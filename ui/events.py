@@ -314,13 +314,16 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     def start_run(request: gr.Request):
         """Run pressed: from now Stop applies (also while queued); no stale downloads meanwhile
-        (they are re-made at the end). Run is re-enabled by every way ``run`` ends."""
+        (they are re-made at the end). Run is re-enabled by every way ``run`` ends. The status
+        line says the run waits for the model until ``run`` starts streaming (the run shows no
+        Gradio timers: they lingered on the panes after a mistake's one-message reply)."""
         backend.queue_run(_session(request))
-        return [gr.Button(interactive=False)] + [gr.update(interactive=False)] * len(exports_out)
+        return [gr.Button(interactive=False), status_html("Waiting for the model (a run or a calibration may "
+                                                          "hold it)…")] + [gr.update(interactive=False)] * len(exports_out)
 
-    c["run"].click(start_run, None, [c["run"], *exports_out], api_visibility="private", queue=False) \
+    c["run"].click(start_run, None, [c["run"], c["status"], *exports_out], api_visibility="private", queue=False) \
         .then(run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
-              show_progress="minimal") \
+              show_progress="hidden") \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
         .then(**export_args)
     c["stop"].click(stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
