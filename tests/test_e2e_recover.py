@@ -55,7 +55,9 @@ def run_to_end(page) -> str:
 
 def assert_recovered(page, message: str, shown: str) -> None:
     """The mistake's message is on screen, Run is enabled, the earlier output is intact."""
-    page.wait_for_function("m => document.querySelector('#status').innerText.includes(m)", arg=message)
+    # this mistake's error (the one before may have had the same words; Run first says "Waiting…")
+    page.wait_for_function("m => { const e = document.querySelector('#status .dt-status-error');"
+                           " return e && e.innerText.includes(m); }", arg=message)
     assert page.locator("#status .dt-status-error").count() == 1
     page.wait_for_selector("#run:not([disabled])", timeout=10_000)
     # Gradio's pending timer ("0.1s") may sit on the pane for a moment after the event ends;
@@ -89,7 +91,7 @@ MISTAKES = {
                     "Max new tokens must be a whole number"),
     "seed -5": (lambda pg: set_number(pg, "seed", -5), lambda pg: set_number(pg, "seed", 0), "Seed out of range"),
     "seed 1e30": (lambda pg: set_number(pg, "seed", "1e30"), lambda pg: set_number(pg, "seed", 0),
-                  "Seed out of range"),
+                  "Seed out of range: Seed must be a whole number between 0 and 9.22337e+18 (got 1e+30)"),
 }
 
 
