@@ -17,6 +17,7 @@ from .draftvocab import DraftVocab, read_ranked
 from .models.drafter import DraftCache, Drafter
 from .models.target import cache_compact
 from .presets import Pair
+from .models.childgru import child_gru
 from .scoring import (ConditionalScorer, DraftBlock, MarginalScorer, StaticScorer, domino_chain,
                       greedy_chain)
 from .trace import DecodeTrace, RoundTrace
@@ -128,6 +129,10 @@ class Decoder:
         ab = get_builder(cfg.ab_builder) if cfg.ab_builder else None
         vocab = self.draft_vocab(cfg.draft_vocab) if cfg.draft_vocab and drafter is not None else None
         depths = usable_depths(cfg)
+        if drafter is not None and METHOD_TABLE[cfg.method].scorer in ("conditional", "static"):
+            # the children's GRU step (and its per-token table, ~1 s once) is made before any round is timed
+            child_gru(drafter if vocab is None else vocab.restrict(drafter),
+                      self.target.embed if vocab is None else vocab.embed)
         while True:
             if should_stop is not None and should_stop():
                 return
