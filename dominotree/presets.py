@@ -10,7 +10,6 @@ a transformers target folder + drafter folders in the released checkpoint format
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from .config import ConfigError
 from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
 from .models.linear import onednn_products
+from .models.smollm2 import cache_root
 from .models.drafter import CheckpointError, Drafter, DrafterConfig
 from .models.target import Target
 
@@ -37,8 +37,6 @@ class PresetError(RuntimeError):
     """A preset that is not available on this machine; the message says what to do."""
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("DOMINOTREE_CACHE") or Path.home() / ".cache" / "dominotree")
 
 
 @dataclass
@@ -123,11 +121,12 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
                 raise ConfigError(f"int4 weights need the fast forward: {why}")
             print(f"[dominotree] {why}; using the transformers forward", file=sys.stderr)
         elif weights == "int4":
-            from .models.quant import gguf_q4_1, int4_linear
+            from .models.quant import gguf_q4_1, int4_activations, int4_linear
             cfg = model.config
             blocks = gguf_q4_1(gguf, cfg.num_attention_heads, cfg.num_key_value_heads) if gguf else None
-            fast = FastModel(model, linear=int4_linear(blocks), dtype=torch.bfloat16)
-            model = model.to(torch.bfloat16)   # the drafters' embedding and LM head
+            act = int4_activations()
+            fast = FastModel(model, linear=int4_linear(blocks, act), dtype=act)
+            model = model.to(act)   # the drafters' embedding and LM head
         else:
             fast = FastModel(model)
     return Target(model, tok, name=folder.name, fast=fast, weights=weights)

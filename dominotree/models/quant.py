@@ -1,12 +1,13 @@
-"""4-bit weights: the GGUF's Q4_1 blocks packed for torch's CPU int4 matmul.
+"""4-bit weights: the GGUF's Q4_1 blocks, for ``q4cpu``'s float32 kernel or torch's CPU int4 matmul.
 
 Q4_1 stores each block of 32 weights as a float16 scale ``d``, a float16 minimum ``m`` and 32
 4-bit codes ``q`` in [0, 15]: ``w = d * q + m``. torch's CPU kernel
 (``_weight_int4pack_mm_for_cpu``, group size 32) computes ``w = (q - 8) * scale + zero``, so
 ``scale = d`` and ``zero = m + 8 d`` give the same weight. The kernel wants its scales in the
 activation dtype, and its float32 path is unvectorized (about 13x slower than bf16 here), so
-4-bit runs with bf16 activations and bf16 scales: the weights are the GGUF's to within the
-bf16 rounding of ``d`` and ``m + 8 d``.
+torch's kernel runs with bf16 activations and bf16 scales: the weights are the GGUF's to within
+the bf16 rounding of ``d`` and ``m + 8 d``. Where it builds, ``q4cpu.Q4Linear`` (float32
+activations, float32 ``d`` and ``m``) is used instead.
 
 ``gguf_q4_1(path)`` reads the blocks of a Llama GGUF (rows reordered the way transformers'
 GGUF loader reorders attn_q / attn_k); ``quantize_q4_1(w)`` makes Q4_1 blocks from float
@@ -115,9 +116,23 @@ class Int4Linear:
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, GROUP, self.scale_zeros).t().float()
 
 
-def int4_linear(blocks: dict[str, Q4_1] | None = None):
+def int4_activations() -> torch.dtype:
+    """The activation dtype of 4-bit products here: float32 where ``q4cpu``'s kernel builds (exact,
+    row-independent), else bf16 on torch's kernel (a one-line notice says why)."""
+    import sys
+
+    from .q4cpu import available
+    why = available()
+    if why is None:
+        return torch.float32
+    print(f"[dominotree] {why}; int4 runs on torch's kernel with bf16 activations", file=sys.stderr)
+    return torch.bfloat16
+
+
+def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16):
     """A ``FastModel`` linear builder: Q4_1 blocks by parameter name (a GGUF), or quantized from
-    the float weights when ``blocks`` is None or lacks the name."""
+    the float weights when ``blocks`` is None or lacks the name. float32 ``activations`` run on
+    ``q4cpu.Q4Linear``, bf16 on torch's kernel (``Int4Linear``)."""
     def make(names, weight, bias):
         if blocks is not None and all(n in blocks for n in names):
             q = Q4_1.cat([blocks[n] for n in names])
@@ -125,6 +140,9 @@ def int4_linear(blocks: dict[str, Q4_1] | None = None):
                 raise ValueError(f"{names}: GGUF shape {tuple(q.q.shape)} != model shape {tuple(weight.shape)}")
         else:
             q = quantize_q4_1(weight)
+        if activations == torch.float32:
+            from .q4cpu import Q4Linear
+            return Q4Linear(q, bias)
         return Int4Linear(q, bias)
     return make
 

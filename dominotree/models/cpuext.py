@@ -1,0 +1,85 @@
+"""The project's C++ CPU kernels (``kernels/*.cpp``): built once, loaded as torch ops.
+
+- ``kernels/q4.cpp``: 4-bit (Q4_1) weight products with float32 activations (``q4cpu``);
+- ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
+  cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU.
+
+They need x86-64 with AVX2 and FMA, Linux, a C++ compiler and ninja (``make setup`` installs both
+and builds them: about 30 s once per torch version, into ``~/.cache/dominotree/kernels``).
+Where they cannot build, ``available()`` says why and callers keep torch's ops.
+``DOMINOTREE_KERNELS=0`` turns them off (for A/B measurements).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+from .smollm2 import cache_root
+
+SOURCES = sorted((Path(__file__).with_name("kernels")).glob("*.cpp"))
+FLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp"]
+NAME = "dominotree_cpu"
+_state: dict = {}
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def build_dir() -> Path:
+    h = hashlib.sha1(" ".join(FLAGS).encode() + torch.__version__.encode())
+    for src in SOURCES:
+        h.update(src.read_bytes())
+    return cache_root() / "kernels" / f"cpu-{h.hexdigest()[:12]}"
+
+
+def _load(verbose: bool) -> str | None:
+    if os.environ.get("DOMINOTREE_KERNELS", "1") == "0":
+        return "the C++ kernels are off (DOMINOTREE_KERNELS=0)"
+    if platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux":
+        return f"the C++ kernels are built for x86-64 Linux only (this is {platform.machine()} {sys.platform})"
+    if not {"avx2", "fma"} <= cpu_flags():
+        return "the C++ kernels need a CPU with AVX2 and FMA"
+    if shutil.which("ninja") is None:      # the pip package's binary, when the venv is not on PATH
+        try:
+            import ninja
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            return "the C++ kernels need ninja (pip install ninja)"
+    from torch.utils.cpp_extension import load
+    d = build_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    if verbose and not (d / f"{NAME}.so").exists():
+        print(f"[dominotree] building the C++ kernels into {d} (once, ~30 s)", file=sys.stderr, flush=True)
+    try:
+        load(name=NAME, sources=[str(s) for s in SOURCES], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"],
+             build_directory=str(d), is_python_module=False, verbose=False)
+    except Exception as e:      # no compiler, a failed build: say why, fall back
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return f"the C++ kernels did not build ({first[:200]})"
+    return None
+
+
+def available(verbose: bool = True) -> str | None:
+    """None when the kernels are loaded (building them on first use), else why not."""
+    if "why" not in _state:
+        _state["why"] = _load(verbose)
+    return _state["why"]
+
+
+if __name__ == "__main__":      # make setup: build now rather than on the first run
+    why = available()
+    print(f"C++ kernels: {why or 'ready in ' + str(build_dir())}")

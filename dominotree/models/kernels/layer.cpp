@@ -1,0 +1,138 @@
+// The small float32 steps of a decoder layer, each one op instead of several torch ops (on a
+// one-row step of the 135M target, op dispatch of ~50 small ops per layer is a quarter of the
+// step). Loaded with q4.cpp by dominotree/models/cpuext.py; used by models/fast.py for float32
+// on CPU. Every result of a row depends on that row only (no sum across rows), in a fixed order.
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <cmath>
+
+namespace {
+
+inline float sum_squares(const float* x, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  alignas(32) float a[8];
+  _mm256_store_ps(a, acc);
+  float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; ++i) s += x[i] * x[i];
+  return s;
+}
+
+// out = w * (x * rsqrt(mean(x^2) + eps)), one row of n
+inline void rms_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  const float r = 1.0f / std::sqrt(sum_squares(x, n) / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * r);
+}
+
+void check_f32(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(), what,
+              " must be a contiguous float32 CPU tensor");
+}
+
+// x [..., H], w [H]
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  check_f32(x, "x");
+  check_f32(w, "weight");
+  const int64_t H = w.numel();
+  TORCH_CHECK(x.size(-1) == H, "x and weight sizes differ");
+  at::Tensor out = at::empty_like(x);
+  const int64_t rows = x.numel() / H;
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) rms_row(xp + r * H, wp, static_cast<float>(eps), H, op + r * H);
+  return out;
+}
+
+// One head vector: optional per-head RMSNorm (Qwen3's q_norm / k_norm), then RoPE with
+// rotate_half: out[j] = v[j] cos[j] - v[j + h] sin[j], out[j + h] = v[j + h] cos[j + h] + v[j] sin[j + h]
+inline void rope_head(const float* v, const float* cos, const float* sin, const float* norm, float eps,
+                      int64_t hd, float* tmp, float* out) {
+  if (norm != nullptr) {
+    rms_row(v, norm, eps, hd, tmp);
+    v = tmp;
+  }
+  const int64_t h = hd / 2;
+  for (int64_t j = 0; j < h; ++j) {
+    out[j] = v[j] * cos[j] + (-v[j + h]) * sin[j];
+    out[j + h] = v[j + h] * cos[j + h] + v[j] * sin[j + h];
+  }
+}
+
+// qkv [n, (nh + 2 nkv) hd] -> q [nh, n, hd] with RoPE; k (RoPE) and v written into
+// kv [2, nkv, capacity, hd] at positions start .. start + n.
+at::Tensor rope_kv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor kv,
+                   int64_t start, int64_t nh, int64_t nkv, const c10::optional<at::Tensor>& q_norm,
+                   const c10::optional<at::Tensor>& k_norm, double eps) {
+  check_f32(qkv, "qkv");
+  check_f32(cos, "cos");
+  check_f32(sin, "sin");
+  check_f32(kv, "kv");
+  const int64_t n = qkv.size(0), hd = kv.size(3), cap = kv.size(2);
+  TORCH_CHECK(qkv.dim() == 2 && qkv.size(1) == (nh + 2 * nkv) * hd, "qkv has the wrong width");
+  TORCH_CHECK(kv.dim() == 4 && kv.size(0) == 2 && kv.size(1) == nkv, "kv has the wrong shape");
+  TORCH_CHECK(start >= 0 && start + n <= cap, "positions beyond the cache");
+  TORCH_CHECK(cos.size(0) == n && cos.size(1) == hd && sin.sizes() == cos.sizes(), "cos/sin have the wrong shape");
+  TORCH_CHECK(hd % 2 == 0, "head_dim must be even");
+  const float* qn = nullptr;
+  const float* kn = nullptr;
+  if (q_norm.has_value()) { check_f32(*q_norm, "q_norm"); qn = q_norm->data_ptr<float>(); }
+  if (k_norm.has_value()) { check_f32(*k_norm, "k_norm"); kn = k_norm->data_ptr<float>(); }
+  at::Tensor q = at::empty({nh, n, hd}, qkv.options());
+  const float* src = qkv.data_ptr<float>();
+  const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float* qp = q.data_ptr<float>();
+  float* kp = kv.data_ptr<float>();
+  const int64_t width = (nh + 2 * nkv) * hd;
+  const float e = static_cast<float>(eps);
+  std::vector<float> tmp(hd);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = src + r * width;
+    const float *c = cp + r * hd, *s = sp + r * hd;
+    for (int64_t h = 0; h < nh; ++h) rope_head(row + h * hd, c, s, qn, e, hd, tmp.data(), qp + (h * n + r) * hd);
+    for (int64_t h = 0; h < nkv; ++h) {
+      float* kdst = kp + ((0 * nkv + h) * cap + start + r) * hd;
+      float* vdst = kp + ((1 * nkv + h) * cap + start + r) * hd;
+      rope_head(row + (nh + h) * hd, c, s, kn, e, hd, tmp.data(), kdst);
+      std::copy(row + (nh + nkv + h) * hd, row + (nh + nkv + h + 1) * hd, vdst);
+    }
+  }
+  return q;
+}
+
+// gu [n, 2 I] -> silu(gu[:, :I]) * gu[:, I:]
+at::Tensor silu_mul(const at::Tensor& gu) {
+  check_f32(gu, "gate_up");
+  TORCH_CHECK(gu.dim() == 2 && gu.size(1) % 2 == 0, "gate_up must be [n, 2 I]");
+  const int64_t n = gu.size(0), I = gu.size(1) / 2;
+  at::Tensor out = at::empty({n, I}, gu.options());
+  const float* g = gu.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < I; ++i) {
+      const float a = g[r * 2 * I + i];
+      o[r * I + i] = (a / (1.0f + std::exp(-a))) * g[r * 2 * I + I + i];
+    }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(dominotree_layer, m) {
+  m.def("rms_norm(Tensor x, Tensor w, float eps) -> Tensor");
+  m.def("rope_kv(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "
+        "Tensor? q_norm, Tensor? k_norm, float eps) -> Tensor");
+  m.def("silu_mul(Tensor gate_up) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(dominotree_layer, CPU, m) {
+  m.impl("rms_norm", &rms_norm);
+  m.impl("rope_kv", &rope_kv);
+  m.impl("silu_mul", &silu_mul);
+}

@@ -1,0 +1,79 @@
+"""The fused float32 layer steps (kernels/layer.cpp) against the torch ops they replace, and the
+fast forward with and without them."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dominotree.models import cpuext
+from dominotree.models.fast import FastModel, _rms, _rotate_half
+from dominotree.presets import ensure_random_tiny, load_target
+
+WHY = cpuext.available(verbose=False)
+pytestmark = pytest.mark.skipif(WHY is not None, reason=str(WHY))
+ops = torch.ops.dominotree_layer
+
+
+def test_rms_norm_matches_torch():
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 3, 576) * 3, torch.randn(576)
+    assert torch.allclose(ops.rms_norm(x, w, 1e-5), _rms(x, w, 1e-5), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="sizes differ"):
+        ops.rms_norm(x, torch.randn(100), 1e-5)
+    with pytest.raises(RuntimeError, match="float32"):
+        ops.rms_norm(x.bfloat16(), w, 1e-5)
+
+
+@pytest.mark.parametrize("norms", [False, True])
+def test_rope_kv_matches_torch_and_writes_the_cache(norms):
+    torch.manual_seed(1)
+    n, nh, nkv, hd, start, cap = 5, 6, 2, 16, 7, 20
+    qkv = torch.randn(n, (nh + 2 * nkv) * hd)
+    cos, sin = torch.randn(n, hd), torch.randn(n, hd)
+    qn, kn = (torch.randn(hd), torch.randn(hd)) if norms else (None, None)
+    kv = torch.zeros(2, nkv, cap, hd)
+    q = ops.rope_kv(qkv, cos, sin, kv, start, nh, nkv, qn, kn, 1e-6)
+    rq, rk, rv = qkv.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
+    rq, rk, rv = rq.view(n, nh, hd), rk.view(n, nkv, hd), rv.view(n, nkv, hd)
+    if norms:
+        rq, rk = _rms(rq, qn, 1e-6), _rms(rk, kn, 1e-6)
+    rq, rk, rv = rq.transpose(0, 1), rk.transpose(0, 1), rv.transpose(0, 1)
+    rq = rq * cos[None] + _rotate_half(rq) * sin[None]
+    rk = rk * cos[None] + _rotate_half(rk) * sin[None]
+    assert torch.allclose(q, rq, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(kv[0, :, start:start + n], rk, rtol=1e-5, atol=1e-6)
+    assert torch.equal(kv[1, :, start:start + n], rv)
+    assert not kv[:, :, :start].any() and not kv[:, :, start + n:].any()      # nothing else written
+    with pytest.raises(RuntimeError, match="beyond the cache"):
+        ops.rope_kv(qkv, cos, sin, kv, cap - 2, nh, nkv, qn, kn, 1e-6)
+    with pytest.raises(RuntimeError, match="wrong width"):
+        ops.rope_kv(qkv[:, :-hd].contiguous(), cos, sin, kv, 0, nh, nkv, qn, kn, 1e-6)
+
+
+def test_silu_mul_matches_torch():
+    torch.manual_seed(2)
+    gu = torch.randn(4, 2 * 1536) * 4
+    g, u = gu.chunk(2, dim=-1)
+    assert torch.allclose(ops.silu_mul(gu), F.silu(g) * u, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("weights", ["float32", "int4"])
+def test_fast_forward_with_and_without_the_fused_steps(weights):
+    """Same logits to float32 rounding (Qwen3's q/k norms included)."""
+    tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights=weights)
+    fast = tgt.fast
+    assert fast.kernels
+    ids = torch.randint(5, 200, (1, 12))
+    pos = torch.arange(12)[None]
+    out = []
+    for k in (True, False):
+        fast.kernels = k
+        cache = fast.new_cache()
+        out.append(fast.forward(ids, pos, cache)[0])
+    fast.kernels = True
+    assert torch.allclose(out[0], out[1], rtol=1e-4, atol=1e-4)
+
+
+def test_fast_model_uses_them_only_for_float32_on_cpu():
+    tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights="bf16")
+    assert tgt.fast is not None and not tgt.fast.kernels
+    assert isinstance(load_target(ensure_random_tiny()["target"], torch.float32).fast, FastModel)

