@@ -214,9 +214,10 @@ def check_auto_method(method: str) -> None:
 
 
 def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_model_path=None,
-                calibration_path=None, draft_vocab: int = 0) -> AutoChoice:
+                calibration_path=None, draft_vocab: int = 0, weights: str | None = None) -> AutoChoice:
     """``--budget auto`` from the saved profile and calibration; it never calibrates. Raises
-    UserError, one line naming the commands that make what is missing."""
+    UserError, one line naming the commands that make what is missing. ``weights``: the target's
+    weights (int4, bf16, float32) when known, to warn about files made with other weights."""
     from .cli import UserError
     from .costmodel import load_cost_model
     check_auto_method(method)
@@ -244,6 +245,10 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
                      for key, want in (("preset", preset), ("dtype", dtype)) if cal.meta.get(key) not in (None, want))
     warnings += other_machine(cal.meta.get("hardware"), device, "budget calibration")
     warnings += other_machine(cm.meta.get("hardware"), device, "verify-cost profile")
+    if weights is not None:      # files from before weights were recorded carry none: no warning
+        for what, meta in (("budget calibration", cal.meta), ("verify-cost profile", cm.meta)):
+            if meta.get("weights") not in (None, weights):
+                warnings += (f"the {what} was made with {meta['weights']} target weights, this run uses {weights}",)
     if cm.meta.get("dtype") not in (None, dtype):
         warnings += (f"the verify-cost profile was made with dtype {cm.meta.get('dtype')!r}, this run uses {dtype!r}",)
     if int(cal.meta.get("draft_vocab", 0)) != draft_vocab:

@@ -85,11 +85,20 @@ def default_device() -> str:
 FORWARDS = ("fast", "hf")
 WEIGHTS = ("int4", "bf16", "float32")
 WEIGHT_DTYPES = {"int4": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
-# Preset -> default target weights on the CPU. Empty: the target follows --dtype. int4 is the
-# fastest `ar` here (results/fast-forward/curves.txt) but its kernel needs bf16 activations, so
-# its tree methods equal their own `ar` only up to near-ties; the default stays the fastest
-# setting that is exact (float32, on the fast forward). `--weights int4` is one flag away.
-DEFAULT_WEIGHTS: dict[str, str] = {}
+# Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
+# with the C++ kernel (models/q4cpu.py) int4 runs float32 activations, so every method equals its
+# `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,
+# "Target weights"). Elsewhere (no kernel, bf16, other presets) the target follows --dtype.
+INT4_BY_DEFAULT = ("smollm2",)
+
+
+def default_weights(preset: str, dtype: torch.dtype, device, forward: str = "fast") -> str | None:
+    """The preset's default target weights here, or None (follow ``dtype``)."""
+    if (preset not in INT4_BY_DEFAULT or dtype != torch.float32 or torch.device(device).type != "cpu"
+            or forward != "fast"):
+        return None
+    from .models.cpuext import available
+    return "int4" if available() is None else None
 
 
 def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", forward: str = "fast",
@@ -142,7 +151,7 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
     """Load a preset, or a target folder with drafter folders (kinds read from their configs).
 
     ``weights`` (int4, bf16, float32) sets the target's weights; None: the preset's default
-    (``DEFAULT_WEIGHTS``), else ``dtype``. Drafters always run in ``dtype``."""
+    (``default_weights``), else ``dtype``. Drafters always run in ``dtype``."""
     dtype = parse_dtype(dtype)
     device = device or default_device()
     if target is not None:
@@ -154,8 +163,8 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
     else:
         name = preset or DEFAULT_PRESET
         paths = preset_paths(name)
-    if weights is None and target is None and torch.device(device).type == "cpu":
-        weights = DEFAULT_WEIGHTS.get(name)
+    if weights is None and target is None:
+        weights = default_weights(name, dtype, device, forward)
     tgt = load_target(paths["target"], dtype, device, forward=forward, weights=weights, gguf=paths.get("gguf"))
     pair = Pair(tgt, name=name, paths=paths)
     for kind in ("dflash", "domino"):

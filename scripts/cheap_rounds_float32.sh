@@ -11,7 +11,7 @@ PY=$PWD/.venv/bin/python
 export HF_HUB_OFFLINE=1
 R=results/cheap-rounds/float32
 mkdir -p "$R"
-M=(--preset smollm2 --dtype float32 --threads 2)
+M=(--preset smollm2 --dtype float32 --weights float32 --threads 2)
 machine() { grep -m1 "model name" /proc/cpuinfo; grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo; }
 case "${1:-}" in
   rounds)

@@ -4,7 +4,8 @@
 
 1. One target forward of n rows (1, 2, 4, 8, 17, 33; a chain with the causal mask, after a
    ``--context``-token prefill, cache cut back after each) for every weights setting on the fast
-   forward and, for bf16 / float32, on the transformers forward. Configurations interleave per
+   forward (with and without the C++ kernels: "torch-ops", "torch int4") and, for bf16 / float32,
+   on the transformers forward. Configurations interleave per
    repeat; medians over ``--reps`` after one warm-up pass.
 2. ``ar`` tokens/s per weights setting (fast forward) against ``hf-generate`` (transformers
    ``generate``, bf16), interleaved per prompt, greedy, ``--new`` tokens, median over prompts.
@@ -35,7 +36,17 @@ from dominotree.models.target import cache_truncate  # noqa: E402
 from dominotree.presets import Pair, load_target, preset_paths  # noqa: E402
 
 ROWS = (1, 2, 4, 8, 17, 33)
-CONFIGS = [("int4", "fast"), ("bf16", "fast"), ("bf16", "hf"), ("float32", "fast"), ("float32", "hf")]
+# label -> (weights, forward, how): "" = as the CLI runs it; "torch-ops" = the fast forward without
+# the fused C++ layer steps; "torch-int4" = torch's int4 kernel with bf16 activations (the earlier int4)
+CONFIGS = {
+    "int4 / fast": ("int4", "fast", ""),
+    "int4 / fast, torch int4 (bf16 act.)": ("int4", "fast", "torch-int4"),
+    "float32 / fast": ("float32", "fast", ""),
+    "float32 / fast, torch ops": ("float32", "fast", "torch-ops"),
+    "bf16 / fast": ("bf16", "fast", ""),
+    "bf16 / hf": ("bf16", "hf", ""),
+    "float32 / hf": ("float32", "hf", ""),
+}
 PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a string.",
            "Give me three tips for better sleep.", "Explain what a hash table is in two sentences.",
            "Translate 'good morning' into French and Spanish."]
@@ -51,15 +62,17 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def load(paths, weights, forward, fuse=True):
+def load(paths, weights, forward, how=""):
     tgt = load_target(paths["target"], torch.float32, forward=forward, weights=weights, gguf=paths.get("gguf"))
-    if not fuse and tgt.fast is not None:
+    if how == "torch-ops":
+        tgt.fast.kernels = False
+    elif how == "torch-int4":
         from dominotree.models.fast import FastModel
         from dominotree.models.quant import gguf_q4_1, int4_linear
         cfg = tgt.model.config
-        lin = int4_linear(gguf_q4_1(paths["gguf"], cfg.num_attention_heads, cfg.num_key_value_heads)) if weights == "int4" else None
-        src = load_target(paths["target"], torch.float32, forward="hf").model if weights == "int4" else tgt.model
-        tgt.fast = FastModel(src, linear=lin, fuse=False, dtype=tgt.fast.dtype)
+        blocks = gguf_q4_1(paths["gguf"], cfg.num_attention_heads, cfg.num_key_value_heads)
+        src = load_target(paths["target"], torch.float32, forward="hf").model
+        tgt.fast = FastModel(src, linear=int4_linear(blocks, torch.bfloat16), dtype=torch.bfloat16)
     return tgt
 
 
@@ -85,7 +98,7 @@ def forward_ms(tgt, context: int, n: int) -> float:
 
 
 def curves(paths, configs, context: int, reps: int, lines: list) -> dict:
-    tgts = {c: load(paths, *c[:2], fuse=c[2] if len(c) > 2 else True) for c in configs}
+    tgts = {c: load(paths, *CONFIGS[c]) for c in configs}
     times = {(c, n): [] for c in configs for n in ROWS}
     for rep in range(reps + 1):
         for c in configs[rep % len(configs):] + configs[:rep % len(configs)]:
@@ -93,17 +106,16 @@ def curves(paths, configs, context: int, reps: int, lines: list) -> dict:
                 t = forward_ms(tgts[c], context, n)
                 if rep:
                     times[(c, n)].append(t)
-    med = {f"{'/'.join(str(x) for x in c)}": {n: statistics.median(times[(c, n)]) for n in ROWS} for c in configs}
+    med = {c: {n: statistics.median(times[(c, n)]) for n in ROWS} for c in configs}
     lines.append(f"per-forward ms (median of {reps}), context {context}; rows: " + " ".join(f"{n:>7}" for n in ROWS))
     for name, row in med.items():
-        lines.append(f"  {name:<22}" + " ".join(f"{row[n]:7.2f}" for n in ROWS))
+        lines.append(f"  {name:<36}" + " ".join(f"{row[n]:7.2f}" for n in ROWS))
     return med
 
 
 def ar_vs_generate(paths, weights_list, new: int, lines: list) -> dict:
     from dominotree.models.smollm2 import ensure_smollm2  # noqa: F401 - paths come from the preset
-    decs = {w: Decoder(Pair(load_target(paths["target"], torch.float32, weights=w, gguf=paths.get("gguf")), name="smollm2"),
-                       annotate=False) for w in weights_list}
+    decs = {w: Decoder(Pair(load(paths, *CONFIGS[w]), name="smollm2"), annotate=False) for w in weights_list}
     hf = load_hf_model(paths["target"])
     eos = next(iter(decs.values())).target.eos_ids
     tps = {k: [] for k in [*weights_list, "hf-generate"]}
@@ -133,7 +145,7 @@ def ar_vs_generate(paths, weights_list, new: int, lines: list) -> dict:
     lines.append(f"ar tokens/s (median over {len(PROMPTS)} prompts, {new} new tokens, greedy) vs hf-generate (bf16):")
     for k, v in med.items():
         extra = "" if k == "hf-generate" else f"  x{v / base:.2f} of hf-generate; output == hf-generate on {same[k]}/{len(PROMPTS)}"
-        lines.append(f"  {('ar ' + k) if k != 'hf-generate' else k:<22} {v:7.1f} tok/s{extra}")
+        lines.append(f"  {('ar ' + k) if k != 'hf-generate' else k:<40} {v:7.1f} tok/s{extra}")
     return {"tokens_per_s": med, "ratio": {k: med[k] / base for k in weights_list}, "same_as_hf_generate": same}
 
 
@@ -160,11 +172,10 @@ def main(argv=None) -> int:
         (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
         print(text, flush=True)
 
-    res["curves"] = curves(paths, CONFIGS + [("int4", "fast", False)], a.context, a.reps, lines)
-    lines.append("  (int4/fast/False: q/k/v and gate/up unfused)")
+    res["curves"] = curves(paths, list(CONFIGS), a.context, a.reps, lines)
     save()
     if not a.skip_ar:
-        res["ar"] = ar_vs_generate(paths, ["int4", "bf16", "float32"], a.new, lines)
+        res["ar"] = ar_vs_generate(paths, [c for c in CONFIGS if CONFIGS[c][1] == "fast"], a.new, lines)
         save()
     print(json.dumps({"ratio": res.get("ar", {}).get("ratio")}))
     return 0

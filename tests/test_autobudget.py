@@ -361,3 +361,20 @@ def test_bench_calibration_folder_gives_each_variant_its_own_file(tmp_path):
     assert calibration_file(str(tmp_path / "x.json"), pair, "dominotree", 8192) == str(tmp_path / "x.json")
     assert calibration_file(str(tmp_path), pair, "dominotree", 0) == str(tmp_path / "budget_smollm2_cpu_dominotree.json")
     assert calibration_file(str(tmp_path), pair, "dominotree", 8192) == str(tmp_path / "budget_smollm2_cpu_dominotree_v8192.json")
+
+
+def test_files_made_with_other_target_weights_are_flagged(tmp_path):
+    """A verify costs what the target's weights make it cost: an int4 run warns about a profile or
+    calibration made on float32 weights; matching or unrecorded weights give no warning."""
+    from dominotree.autobudget import auto_choice
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9)
+    cm.meta["weights"] = "float32"
+    cm.save(tmp_path / "cm.json")
+    cal = _calibration()
+    cal.meta["weights"] = "int4"
+    cal.save(tmp_path / "cal.json")
+    kw = dict(cost_model_path=tmp_path / "cm.json", calibration_path=tmp_path / "cal.json")
+    ch = auto_choice("test", "cpu", "dominotree", weights="int4", **kw)
+    assert [w for w in ch.warnings if "weights" in w] == [
+        "the verify-cost profile was made with float32 target weights, this run uses int4"]
+    assert not [w for w in auto_choice("test", "cpu", "dominotree", **kw).warnings if "weights" in w]

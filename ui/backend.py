@@ -57,6 +57,13 @@ class ModelChoice:
 from dominotree.presets import available_presets, default_preset, smollm2_installed  # noqa: E402,F401
 
 
+def weights_label(target) -> str:
+    """``int4 (Q4_1, float32 activations)``, ``float32``: what the target's products read."""
+    if target.weights != "int4":
+        return target.weights
+    return f"int4 (Q4_1, {str(target.fast.dtype).replace('torch.', '')} activations)"
+
+
 def devices() -> list[str]:
     import torch
     return ["cuda", "cpu"] if torch.cuda.is_available() else ["cpu"]
@@ -190,7 +197,8 @@ class Backend:
             return f"Model: {self.choice.label()} (loads on the first run) · {self.choice.dtype_note()}"
         p = self._decoder.pair
         kinds = ", ".join(sorted(p.drafters)) or "none"
-        return f"Model: {self._loaded.label()} · drafters: {kinds} · {self._loaded.dtype_note()}"
+        return (f"Model: {self._loaded.label()} · target weights: {weights_label(p.target)} · drafters: {kinds} · "
+                f"{self._loaded.dtype_note()}")
 
     # --- runs -------------------------------------------------------------------------
     def start(self, session: str, prompt: str, cfg: DecodeConfig) -> Job:

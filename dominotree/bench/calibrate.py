@@ -102,7 +102,8 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     finally:
         dec.build, dec.draft = real_build, real_draft
     from .machine import hardware_info, versions_info
-    meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""), "builder": builder,
+    meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
+            "weights": dec.target.weights, "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -131,7 +132,8 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
                         builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab)
         cal.save(kpath)
         print(f"saved {kpath}", file=sys.stderr)
-    ch = auto_choice(pair.name, pair.target.device, method, dtype, cpath, kpath, draft_vocab)
+    ch = auto_choice(pair.name, pair.target.device, method, dtype, cpath, kpath, draft_vocab,
+                     weights=pair.target.weights)
     for w in ch.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return ch.budget, {"method": method, "budget": ch.budget, "calibration": str(kpath), "cost_model": str(cpath),
@@ -160,7 +162,7 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
                     progress=False, draft_vocab=draft_vocab)
     kpath = cal.save(default_path(pair.name, dev, method, draft_vocab))
-    return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab)
+    return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=pair.target.weights)
 
 
 def main(argv=None) -> int:

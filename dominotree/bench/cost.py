@@ -110,7 +110,7 @@ def profile(pair, contexts=DEFAULT_CONTEXTS, nodes=DEFAULT_NODES, repeats: int =
     by_kind = {} if draft_ms is not None else profile_draft(pair)
     cd = float(draft_ms) if draft_ms is not None else (float(np.mean(list(by_kind.values()))) if by_kind else 0.0)
     m = {"preset": pair.name, "paths": pair.paths, "dtype": str(pair.target.dtype).replace("torch.", ""),
-         "device": str(pair.target.device), "repeats": repeats, "hardware": hardware_info(pair.target.device),
+         "weights": pair.target.weights, "device": str(pair.target.device), "repeats": repeats, "hardware": hardware_info(pair.target.device),
          "versions": versions_info(), "profile_s": round(time.perf_counter() - t0, 2),
          "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     m.update(meta or {})

@@ -85,20 +85,38 @@ inline void buf_tile(const float* buf, const float* x, int64_t K, float* y, int6
 
 template <class W>
 void product(const W& wt, const float* x, int64_t M, int64_t K, int64_t N, float* y) {
-  constexpr int64_t NB = 4;      // outputs per buffered tile
+  constexpr int64_t NB = 4;        // outputs per buffered tile
+  constexpr int64_t REG_ROWS = 4;  // up to this many rows, dequantize in registers (measured)
   const int64_t tiles = (N + 7) / 8;
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> buf(NB * K);
     for (int64_t n = t0 * 8; n < std::min(N, t1 * 8); ) {
       const int64_t left = std::min(N, t1 * 8) - n;
-      if (M <= 2) {                                  // dequantize in registers
-        if (left >= 4) {
-          if (M == 1) reg_tile<4, 1>(wt, n, x, K, y, N); else reg_tile<4, 2>(wt, n, x, K, y, N);
-          n += 4;
-        } else {
-          if (M == 1) reg_tile<1, 1>(wt, n, x, K, y, N); else reg_tile<1, 2>(wt, n, x, K, y, N);
-          n += 1;
+      if (M <= REG_ROWS) {                           // dequantize in registers, per row tile
+        const int64_t nt = M <= 2 && left >= 4 ? 4 : (left >= 2 ? 2 : 1);
+        for (int64_t r = 0; r < M; ) {
+          const int64_t rt = std::min<int64_t>(4, M - r);
+          const float* xr = x + r * K;
+          float* yr = y + r * N;
+          if (nt == 4) { if (rt == 1) reg_tile<4, 1>(wt, n, xr, K, yr, N); else reg_tile<4, 2>(wt, n, xr, K, yr, N); }
+          else if (nt == 2) {
+            switch (rt) {
+              case 1: reg_tile<2, 1>(wt, n, xr, K, yr, N); break;
+              case 2: reg_tile<2, 2>(wt, n, xr, K, yr, N); break;
+              case 3: reg_tile<2, 3>(wt, n, xr, K, yr, N); break;
+              default: reg_tile<2, 4>(wt, n, xr, K, yr, N);
+            }
+          } else {
+            switch (rt) {
+              case 1: reg_tile<1, 1>(wt, n, xr, K, yr, N); break;
+              case 2: reg_tile<1, 2>(wt, n, xr, K, yr, N); break;
+              case 3: reg_tile<1, 3>(wt, n, xr, K, yr, N); break;
+              default: reg_tile<1, 4>(wt, n, xr, K, yr, N);
+            }
+          }
+          r += rt;
         }
+        n += nt;
         continue;
       }
       const int64_t nt = left >= NB ? NB : 1;
@@ -111,7 +129,8 @@ void product(const W& wt, const float* x, int64_t M, int64_t K, int64_t N, float
       int64_t r = 0;
       if (nt == NB) {
         for (; r + 3 <= M; r += 3) buf_tile<4, 3>(buf.data(), x + r * K, K, y + r * N, N, n);
-        for (; r < M; ++r) buf_tile<4, 1>(buf.data(), x + r * K, K, y + r * N, N, n);
+        if (M - r == 2) buf_tile<4, 2>(buf.data(), x + r * K, K, y + r * N, N, n);
+        else if (M - r == 1) buf_tile<4, 1>(buf.data(), x + r * K, K, y + r * N, N, n);
       } else {
         for (; r < M; ++r) buf_tile<1, 1>(buf.data(), x + r * K, K, y + r * N, N, n);
       }
