@@ -86,7 +86,7 @@ FORWARDS = ("fast", "hf")
 WEIGHTS = ("int4", "bf16", "float32")
 WEIGHT_DTYPES = {"int4": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
 # Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
-# with the C++ kernel (models/q4cpu.py) int4 runs float32 activations, so every method equals its
+# with the C++ kernel (models/quantcpu.py) int4 runs float32 activations, so every method equals its
 # `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,
 # "Target weights"). Elsewhere (no kernel, bf16, other presets) the target follows --dtype.
 INT4_BY_DEFAULT = ("smollm2",)
@@ -134,11 +134,25 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
             cfg = model.config
             blocks = gguf_q4_1(gguf, cfg.num_attention_heads, cfg.num_key_value_heads) if gguf else None
             act = int4_activations()
-            fast = FastModel(model, linear=int4_linear(blocks, act), dtype=act)
+            head = q8_head(gguf, model) if gguf and act == torch.float32 else None
+            fast = FastModel(model, linear=int4_linear(blocks, act), dtype=act, head_linear=head)
             model = model.to(act)   # the drafters' embedding and LM head
         else:
             fast = FastModel(model)
     return Target(model, tok, name=folder.name, fast=fast, weights=weights)
+
+
+def q8_head(gguf, model):
+    """The GGUF's 8-bit embedding as the LM head (``quantcpu.Q8Linear``) when it is exactly the
+    loaded model's float32 head (tied, dequantized from it), else None (the dense head stays)."""
+    from .models.quant import gguf_q8_0
+    from .models.quantcpu import Q8Linear
+    found = gguf_q8_0(gguf)
+    weight = model.get_output_embeddings().weight
+    if found is None or tuple(found[0].shape) != tuple(weight.shape) or weight.dtype != torch.float32:
+        return None
+    head = Q8Linear(*found)
+    return head if torch.equal(head.weight(), weight.detach()) else None
 
 
 def _kind_of(folder: Path) -> str:

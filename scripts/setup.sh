@@ -10,7 +10,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "note: chromium not found; browser tests and PDF/PNG export need: sudo apt-get install chromium" >&2
   fi
 fi
-if ! command -v g++ >/dev/null 2>&1; then   # the int4 float32 kernel (dominotree/models/q4cpu.py)
+if ! command -v g++ >/dev/null 2>&1; then   # the int4 float32 kernel (dominotree/models/quantcpu.py)
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q g++
   else

