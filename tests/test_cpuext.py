@@ -77,3 +77,28 @@ def test_fast_model_uses_them_only_for_float32_on_cpu():
     tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights="bf16")
     assert tgt.fast is not None and not tgt.fast.kernels
     assert isinstance(load_target(ensure_random_tiny()["target"], torch.float32).fast, FastModel)
+
+
+def test_whole_q4_layer_op_gives_the_python_composition_bit_for_bit():
+    """``q4_block`` runs FastModel._block's steps in C++: the same bits, causal prefill, tree mask
+    and one-row steps alike (random-tiny is Qwen3: q/k norms included)."""
+    from dominotree.tree import Tree, position_ids, tree_mask
+    TREE = Tree([7, 11, 12, 13, 14, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3])
+    PREFIX = [5, 9, 33, 100, 7, 8, 200, 3, 44]
+    tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights="int4")
+    fast = tgt.fast
+    assert all(layer.q4 is not None for layer in fast.layers)
+    saved = [layer.q4 for layer in fast.layers]
+    runs = []
+    for use in (True, False):
+        for layer, q4 in zip(fast.layers, saved):
+            layer.q4 = q4 if use else None
+        cache = fast.new_cache()
+        a = fast.forward(torch.tensor([PREFIX]), torch.arange(len(PREFIX))[None], cache)[0]
+        start = len(PREFIX)
+        b = fast.forward(torch.tensor([TREE.tokens]), position_ids(TREE, start), cache,
+                         mask=tree_mask(TREE, start, tgt.dtype))[0]
+        c = fast.forward(torch.tensor([[7]]), torch.tensor([[start + len(TREE.tokens)]]), cache)[0]
+        runs.append((a, b, c, cache.kv[:, :, :, :cache.length].clone()))
+    for x, y in zip(*runs):
+        assert torch.equal(x, y)

@@ -106,6 +106,7 @@ class Layer:
     down: object
     q_norm: torch.Tensor | None = None
     k_norm: torch.Tensor | None = None
+    q4: list | None = None     # every product Q4_1 (quantcpu.Q4Linear): the whole layer as one C++ op
 
 
 def _untimed(part: str):
@@ -179,6 +180,7 @@ class FastModel:
                 gate_up=group([mlp.gate_proj, mlp.up_proj], ["mlp.gate_proj", "mlp.up_proj"]),
                 down=group([mlp.down_proj], ["mlp.down_proj"])[0],
                 q_norm=None if qn is None else w(qn.weight), k_norm=None if kn is None else w(kn.weight)))
+            self.layers[-1].q4 = self._q4_weights(self.layers[-1])
 
     # --- cache and RoPE ----------------------------------------------------------------------
     def new_cache(self) -> KVCache:
@@ -260,8 +262,20 @@ class FastModel:
         kv[1, :, start:start + n] = v
         return q
 
+    def _q4_weights(self, layer: Layer) -> list | None:
+        """The tensors of ``dominotree_layer.q4_block`` when every product of ``layer`` is one
+        bias-free ``Q4Linear`` (fused q/k/v and gate/up) and the fused steps run, else None."""
+        from .quantcpu import Q4Linear
+        lins = [*layer.qkv, layer.o, *layer.gate_up, layer.down]
+        if not self.kernels or len(lins) != 4 or not all(type(li) is Q4Linear and li.bias is None for li in lins):
+            return None
+        return [layer.ln1, layer.ln2] + [t for li in lins for t in (li.codes, li.dm)]
+
     def _block(self, layer: Layer, x, cos, sin, kv, start: int, n: int, attn_mask, causal: bool):
         hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
+        if layer.q4 is not None and self.kernels and self.timer is None:   # profile-rounds times the parts
+            return torch.ops.dominotree_layer.q4_block(x, layer.q4, cos, sin, kv, start, nh, nkv, layer.q_norm,
+                                                       layer.k_norm, self.eps, attn_mask, causal)
         q = self._qkv(layer, self._norm(x, layer.ln1), cos, sin, kv, start, n)
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
         with (self.timer or _untimed)("attention"):

@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #include <cmath>
 
+at::Tensor dominotree_q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm);  // quant.cpp
+
 namespace {
 
 inline float sum_squares(const float* x, int64_t n) {
@@ -122,6 +124,27 @@ at::Tensor silu_mul(const at::Tensor& gu) {
   return out;
 }
 
+// A whole decoder layer whose products are all Q4_1 (quant.cpp), in one call: the same ops in the
+// same order as FastModel._block's Python composition (so the same bits), without ~40 Python-level
+// op dispatches per layer. w = [ln1, ln2, qkv codes, qkv dm, o codes, o dm, gate_up codes,
+// gate_up dm, down codes, down dm].
+at::Tensor q4_block(const at::Tensor& x, at::TensorList w, const at::Tensor& cos, const at::Tensor& sin,
+                    at::Tensor kv, int64_t start, int64_t nh, int64_t nkv, const c10::optional<at::Tensor>& q_norm,
+                    const c10::optional<at::Tensor>& k_norm, double eps, const c10::optional<at::Tensor>& attn_mask,
+                    bool causal) {
+  TORCH_CHECK(w.size() == 10, "q4_block takes 10 weight tensors");
+  const int64_t n = x.size(0), hd = kv.size(3);
+  at::Tensor h = rms_norm(x, w[0], eps);
+  at::Tensor q = rope_kv(dominotree_q4_linear(h, w[2], w[3]), cos, sin, kv, start, nh, nkv, q_norm, k_norm, eps);
+  at::Tensor keys = kv.select(0, 0).narrow(1, 0, start + n), values = kv.select(0, 1).narrow(1, 0, start + n);
+  at::Tensor o = at::scaled_dot_product_attention(q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask,
+                                                  0.0, causal, c10::nullopt, nh != nkv);
+  o = o.select(0, 0).transpose(0, 1).reshape({n, nh * hd}).contiguous();
+  at::Tensor x2 = x + dominotree_q4_linear(o, w[4], w[5]);
+  at::Tensor gu = dominotree_q4_linear(rms_norm(x2, w[1], eps), w[6], w[7]);
+  return x2 + dominotree_q4_linear(silu_mul(gu), w[8], w[9]);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(dominotree_layer, m) {
@@ -129,10 +152,13 @@ TORCH_LIBRARY(dominotree_layer, m) {
   m.def("rope_kv(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "
         "Tensor? q_norm, Tensor? k_norm, float eps) -> Tensor");
   m.def("silu_mul(Tensor gate_up) -> Tensor");
+  m.def("q4_block(Tensor x, Tensor[] w, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "
+        "Tensor? q_norm, Tensor? k_norm, float eps, Tensor? attn_mask, bool causal) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(dominotree_layer, CPU, m) {
   m.impl("rms_norm", &rms_norm);
   m.impl("rope_kv", &rope_kv);
   m.impl("silu_mul", &silu_mul);
+  m.impl("q4_block", &q4_block);
 }

@@ -187,6 +187,11 @@ at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Ten
 
 }  // namespace
 
+// for layer.cpp's whole-block op
+at::Tensor dominotree_q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm) {
+  return q4_linear(x, codes, dm);
+}
+
 TORCH_LIBRARY(dominotree_quant, m) {
   m.def("q4_linear(Tensor x, Tensor codes, Tensor dm) -> Tensor");
   m.def("q8_linear(Tensor x, Tensor codes, Tensor d) -> Tensor");
