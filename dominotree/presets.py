@@ -37,8 +37,6 @@ class PresetError(RuntimeError):
     """A preset that is not available on this machine; the message says what to do."""
 
 
-
-
 @dataclass
 class Pair:
     """A loaded target with its drafters (``"dflash"`` and/or ``"domino"``)."""
@@ -88,7 +86,7 @@ WEIGHT_DTYPES = {"int4": torch.bfloat16, "bf16": torch.bfloat16, "float32": torc
 # Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
 # with the C++ kernel (models/quantcpu.py) int4 runs float32 activations, so every method equals its
 # `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,
-# "Target weights"). Elsewhere (no kernel, bf16, other presets) the target follows --dtype.
+# "Target forward and weights"). Elsewhere (no kernel, bf16, other presets) the target follows --dtype.
 INT4_BY_DEFAULT = ("smollm2",)
 
 
