@@ -11,7 +11,6 @@ that only a viewer needs kept off its clock, plus the checks a viewer shows next
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from .trace import DecodeTrace
 
@@ -57,15 +56,8 @@ def generate(decoder, prompt, cfg, should_stop=None, on_round=None) -> DecodeTra
 
 def native_bf16(cpuinfo: str | None = None) -> bool:
     """True when the CPU has bfloat16 arithmetic (AVX-512 BF16 or AMX); Linux /proc/cpuinfo."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return False
-    flags = set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.split(":", 1)[-1].split())
+    from .models.cpuext import cpu_flags
+    flags = cpu_flags(cpuinfo)
     return "avx512_bf16" in flags or any(f.startswith("amx") for f in flags)
 
 

@@ -82,7 +82,7 @@ def default_device() -> str:
 
 FORWARDS = ("fast", "hf")
 WEIGHTS = ("int4", "bf16", "float32")
-WEIGHT_DTYPES = {"int4": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
+WEIGHT_DTYPES = {"bf16": torch.bfloat16, "float32": torch.float32}   # int4: float32 loaded, then packed
 # Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
 # with the C++ kernel (models/quantcpu.py) int4 runs float32 activations, so every method equals its
 # `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,

@@ -23,11 +23,8 @@ def cpu_isa() -> str:
     change what a wide verify costs: ``+AVX512_BF16``, ``+AMX`` (from /proc/cpuinfo)."""
     import torch
     isa = torch.backends.cpu.get_cpu_capability()
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
+    from ..models.cpuext import cpu_flags
+    flags = cpu_flags()
     return isa + "".join(f"+{name}" for flag, name in (("avx512_bf16", "AVX512_BF16"), ("amx_tile", "AMX"))
                          if flag in flags)
 

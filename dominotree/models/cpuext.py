@@ -28,15 +28,18 @@ NAME = "dominotree_cpu"
 _state: dict = {}
 
 
-def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags from ``cpuinfo`` (default: Linux /proc/cpuinfo; empty elsewhere)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return set()
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+            flags.update(line.split(":", 1)[-1].split())
+    return flags
 
 
 def build_dir() -> Path:
