@@ -302,6 +302,30 @@ def test_shards_limits_the_data_to_the_first_shards(tmp_path):
             read_data(tmp_path, shards=bad)
 
 
+def test_split_stage_keeps_the_earlier_held_out_and_trains_on_new_shards(tmp_path):
+    """A later stage on more shards: ``heldout_shards`` K gives exactly the held-out set a run on
+    the first K shards had (none of it trained on), ``train_from_shard`` S trains only on shard S
+    and later; impossible shard numbers are clear errors."""
+    from dominotree.train.data import split_heldout, split_stage
+    for i in range(6):
+        recs = [{"id": f"s{i}-{j}", "prompt_len": 2, "ids": [1, 5, 100 * i + j, 7, 8, 9]} for j in range(20)]
+        (tmp_path / f"shard-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    first = read_data(tmp_path, shards=3)
+    old_train, old_held = split_heldout(first, 6, 0)
+    seqs = read_data(tmp_path)
+    assert [s.ids[2].item() for s in split_heldout(seqs, 6, 0)[1]] != [s.ids[2].item() for s in old_held]
+    train, held = split_stage(tmp_path, seqs, 6, 0, heldout_shards=3)
+    assert [s.ids[2].item() for s in held] == [s.ids[2].item() for s in old_held]
+    assert len(train) == len(seqs) - len(held) and not {s.key for s in train} & {s.key for s in held}
+    train, held = split_stage(tmp_path, seqs, 6, 0, heldout_shards=3, train_from_shard=3)
+    assert sorted(s.ids[2].item() // 100 for s in train) == [3] * 20 + [4] * 20 + [5] * 20
+    assert [s.ids[2].item() for s in held] == [s.ids[2].item() for s in old_held]
+    assert split_stage(tmp_path, seqs, 6, 0) == split_heldout(seqs, 6, 0)
+    for bad in (-1, 6):
+        with pytest.raises(SystemExit, match="train-from-shard"):
+            split_stage(tmp_path, seqs, 6, 0, train_from_shard=bad)
+
+
 def test_skip_seqs_leaves_out_the_start_of_the_first_epoch(tiny, tmp_path):
     """A later stage with the same seed and data skips the sequences an earlier one trained on:
     after one step its remaining order is the plain run's with the first N left out."""

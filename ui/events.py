@@ -353,8 +353,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                     concurrency_limit=4, show_progress="hidden").then(**export_args)
     c["speed"].change(set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)
     c["import_trace"].upload(import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
-                             api_name="import_trace",
-                             concurrency_id="render", concurrency_limit=4).then(**export_args)
+                             api_name="import_trace", concurrency_id="render", concurrency_limit=4,
+                             show_progress="hidden").then(**export_args)   # no timer left on the panes
 
     gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
           [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",

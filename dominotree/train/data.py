@@ -88,3 +88,25 @@ def split_heldout(seqs: list[Seq], n_eval: int, seed: int) -> tuple[list[Seq], l
     rest = [i for i in idx if i not in gset]
     ev = set((greedy + rest)[:n_eval])
     return [s for i, s in enumerate(seqs) if i not in ev], [seqs[i] for i in sorted(ev)]
+
+
+def split_stage(folder: Path, seqs: list[Seq], n_eval: int, seed: int, heldout_shards: int | None = None,
+                train_from_shard: int = 0) -> tuple[list[Seq], list[Seq]]:
+    """(train, held-out) for a training stage on ``seqs`` (read from ``folder`` in shard order).
+
+    ``heldout_shards`` K: the held-out set is the one a run on the first K shards had (so a later
+    stage on more data is judged on the same sequences, none of them trained on);
+    ``train_from_shard`` S: train only on the sequences of shard S and later (data earlier stages
+    never saw). Neither: ``split_heldout`` of all of ``seqs``."""
+    train, held = split_heldout(seqs, n_eval, seed)
+    if heldout_shards is None and not train_from_shard:
+        return train, held
+    n_files = len(shard_files(folder))
+    if train_from_shard < 0 or train_from_shard >= n_files:
+        raise SystemExit(f"error: --train-from-shard {train_from_shard}, but {folder} has {n_files} shards")
+    if heldout_shards is not None:
+        # the sequences are read in shard order: the first K shards' ones are a prefix of ``seqs``
+        held = split_heldout(seqs[:len(read_data(folder, shards=heldout_shards))], n_eval, seed)[1]
+    first = len(read_data(folder, shards=train_from_shard)) if train_from_shard else 0
+    out = {s.key for s in held}
+    return [s for s in seqs[first:] if s.key not in out], held

@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from dominotree.models.drafter import Drafter
-from dominotree.train.data import Seq, read_data, split_heldout
+from dominotree.train.data import Seq, read_data, split_stage
 from dominotree.train.drafters import init_drafter, lr_at, make_configs, param_groups, resume_from
 from dominotree.train.headvocab import HeadVocab, frequent_tokens
 from dominotree.train.runtime import Log, ThreadProbe, save_atomic, write_summary
@@ -126,6 +126,11 @@ def parse_args(argv):
     ap.add_argument("--skip-seqs", type=int, default=0,
                     help="leave out the first N sequences of the first epoch's order (the ones an earlier stage "
                          "with the same --seed and data trained on: its steps x --batch)")
+    ap.add_argument("--heldout-shards", type=int, default=None, metavar="K",
+                    help="make the held-out split from the first K shards only, exactly as a run with --shards K "
+                         "did (so a later stage on more data is evaluated on the same sequences, none trained on)")
+    ap.add_argument("--train-from-shard", type=int, default=0, metavar="S",
+                    help="train only on shards S and later (name order): data that earlier stages never saw")
     ap.add_argument("--resume", action="store_true",
                     help="continue the run saved in --state: same schedule, same sequence order, same randomness")
     a = ap.parse_args(argv)
@@ -158,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     target.requires_grad_(False)
 
     seqs = read_data(a.data, shards=a.shards)
-    train, held = split_heldout(seqs, a.n_eval, a.seed)
+    train, held = split_stage(a.data, seqs, a.n_eval, a.seed, a.heldout_shards, a.train_from_shard)
+    if a.heldout_shards is not None or a.train_from_shard:
+        log(f"held-out from the first {a.heldout_shards or 'all'} shards; training on shards "
+            f"{a.train_from_shard} and later")
     n_mask = sum(int((s.ids[s.prompt_len:] == a.mask_token_id).sum()) for s in seqs)
     if n_mask:
         log(f"warning: mask token {a.mask_token_id} occurs {n_mask} times in the answers")
