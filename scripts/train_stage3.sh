@@ -9,7 +9,7 @@
 #   scripts/train_stage3.sh SHARDS [RUN_MINUTES] [SCHEDULE_MINUTES]
 #   STAGE=4 SKIP=748 scripts/train_stage3.sh 24 75 75   # a later stage: the same recipe, from the shipped
 #                                        # pair, leaving out the 374 x 2 sequences stage 3 trained on
-#   STAGE=5 HELDOUT_SHARDS=24 TRAIN_FROM=24 scripts/train_stage3.sh 77 45 45
+#   STAGE=5 HELDOUT_SHARDS=24 TRAIN_FROM=24 scripts/train_stage3.sh 78 45 45
 #                                        # a stage on shards no stage saw (24 and later), judged on the
 #                                        # held-out sequences of stages 3 and 4 (the first 24 shards')
 #

@@ -314,16 +314,16 @@ def test_split_stage_keeps_the_earlier_held_out_and_trains_on_new_shards(tmp_pat
     old_train, old_held = split_heldout(first, 6, 0)
     seqs = read_data(tmp_path)
     assert [s.ids[2].item() for s in split_heldout(seqs, 6, 0)[1]] != [s.ids[2].item() for s in old_held]
-    train, held = split_stage(tmp_path, seqs, 6, 0, heldout_shards=3)
+    train, held = split_stage(seqs, 6, 0, heldout_shards=3)
     assert [s.ids[2].item() for s in held] == [s.ids[2].item() for s in old_held]
     assert len(train) == len(seqs) - len(held) and not {s.key for s in train} & {s.key for s in held}
-    train, held = split_stage(tmp_path, seqs, 6, 0, heldout_shards=3, train_from_shard=3)
+    train, held = split_stage(seqs, 6, 0, heldout_shards=3, train_from_shard=3)
     assert sorted(s.ids[2].item() // 100 for s in train) == [3] * 20 + [4] * 20 + [5] * 20
     assert [s.ids[2].item() for s in held] == [s.ids[2].item() for s in old_held]
-    assert split_stage(tmp_path, seqs, 6, 0) == split_heldout(seqs, 6, 0)
+    assert split_stage(seqs, 6, 0) == split_heldout(seqs, 6, 0)
     for bad in (-1, 6):
         with pytest.raises(SystemExit, match="train-from-shard"):
-            split_stage(tmp_path, seqs, 6, 0, train_from_shard=bad)
+            split_stage(seqs, 6, 0, train_from_shard=bad)
 
 
 def test_skip_seqs_leaves_out_the_start_of_the_first_epoch(tiny, tmp_path):

@@ -27,21 +27,25 @@ def shard_files(folder: Path, shards: int | None = None) -> list[Path]:
     return files
 
 
+def read_shard(shard: Path) -> list[dict]:
+    """The complete records of one shard."""
+    recs = []
+    opener = gzip.open if shard.suffix == ".gz" else open
+    try:
+        with opener(shard, "rt") as f:
+            for line in f:
+                try:
+                    recs.append(json.loads(line))
+                except ValueError:
+                    pass
+    except (OSError, EOFError):
+        pass  # a torn gzip member: the complete lines before it were kept
+    return recs
+
+
 def read_records(folder: Path, shards: int | None = None) -> list[dict]:
     """All complete records under ``folder`` (its first ``shards`` shards), in name order."""
-    recs = []
-    for shard in shard_files(folder, shards):
-        opener = gzip.open if shard.suffix == ".gz" else open
-        try:
-            with opener(shard, "rt") as f:
-                for line in f:
-                    try:
-                        recs.append(json.loads(line))
-                    except ValueError:
-                        pass
-        except (OSError, EOFError):
-            pass  # a torn gzip member: the complete lines before it were kept
-    return recs
+    return [r for shard in shard_files(folder, shards) for r in read_shard(shard)]
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Seq:
     prompt_len: int
     sampled: bool
     key: int                 # index in the full list (feature-cache key)
+    shard: int = 0           # which shard (name order) it came from
 
     @property
     def n_anchor(self) -> int:
@@ -64,14 +69,15 @@ def read_data(folder: Path, min_answer: int = 2, shards: int | None = None) -> l
     if not any(Path(folder).glob("*.jsonl*")):
         raise SystemExit(f"error: no *.jsonl or *.jsonl.gz shards in {folder}")
     out: list[Seq] = []
-    for r in read_records(folder, shards):
-        try:
-            ids, pl = r["ids"], int(r["prompt_len"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if len(ids) - pl < min_answer:
-            continue
-        out.append(Seq(torch.tensor(ids, dtype=torch.long), pl, bool(r.get("sampled", False)), len(out)))
+    for i, shard in enumerate(shard_files(folder, shards)):
+        for r in read_shard(shard):
+            try:
+                ids, pl = r["ids"], int(r["prompt_len"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if len(ids) - pl < min_answer:
+                continue
+            out.append(Seq(torch.tensor(ids, dtype=torch.long), pl, bool(r.get("sampled", False)), len(out), i))
     if not out:
         raise SystemExit(f"error: no usable records in {folder}")
     return out
@@ -90,23 +96,20 @@ def split_heldout(seqs: list[Seq], n_eval: int, seed: int) -> tuple[list[Seq], l
     return [s for i, s in enumerate(seqs) if i not in ev], [seqs[i] for i in sorted(ev)]
 
 
-def split_stage(folder: Path, seqs: list[Seq], n_eval: int, seed: int, heldout_shards: int | None = None,
+def split_stage(seqs: list[Seq], n_eval: int, seed: int, heldout_shards: int | None = None,
                 train_from_shard: int = 0) -> tuple[list[Seq], list[Seq]]:
-    """(train, held-out) for a training stage on ``seqs`` (read from ``folder`` in shard order).
+    """(train, held-out) for a training stage on ``seqs`` (from ``read_data``).
 
     ``heldout_shards`` K: the held-out set is the one a run on the first K shards had (so a later
     stage on more data is judged on the same sequences, none of them trained on);
     ``train_from_shard`` S: train only on the sequences of shard S and later (data earlier stages
     never saw). Neither: ``split_heldout`` of all of ``seqs``."""
-    train, held = split_heldout(seqs, n_eval, seed)
     if heldout_shards is None and not train_from_shard:
-        return train, held
-    n_files = len(shard_files(folder))
-    if train_from_shard < 0 or train_from_shard >= n_files:
-        raise SystemExit(f"error: --train-from-shard {train_from_shard}, but {folder} has {n_files} shards")
-    if heldout_shards is not None:
-        # the sequences are read in shard order: the first K shards' ones are a prefix of ``seqs``
-        held = split_heldout(seqs[:len(read_data(folder, shards=heldout_shards))], n_eval, seed)[1]
-    first = len(read_data(folder, shards=train_from_shard)) if train_from_shard else 0
+        return split_heldout(seqs, n_eval, seed)
+    n_shards = seqs[-1].shard + 1
+    if not 0 <= train_from_shard < n_shards:
+        raise SystemExit(f"error: --train-from-shard {train_from_shard}, but the data has {n_shards} shards")
+    first = seqs if heldout_shards is None else [s for s in seqs if s.shard < heldout_shards]
+    held = split_heldout(first, n_eval, seed)[1]
     out = {s.key for s in held}
-    return [s for s in seqs[first:] if s.key not in out], held
+    return [s for s in seqs if s.shard >= train_from_shard and s.key not in out], held

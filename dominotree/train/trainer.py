@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     target.requires_grad_(False)
 
     seqs = read_data(a.data, shards=a.shards)
-    train, held = split_stage(a.data, seqs, a.n_eval, a.seed, a.heldout_shards, a.train_from_shard)
+    train, held = split_stage(seqs, a.n_eval, a.seed, a.heldout_shards, a.train_from_shard)
     if a.heldout_shards is not None or a.train_from_shard:
         log(f"held-out from the first {a.heldout_shards or 'all'} shards; training on shards "
             f"{a.train_from_shard} and later")
