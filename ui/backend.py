@@ -2,9 +2,12 @@
 flags and export folders. No Gradio here, and no model math: decoding is ``Decoder.generate``.
 
 A run happens in a worker thread; after every round the worker stores a snapshot of the
-growing trace (copies of its lists, so the UI thread never reads a list being appended to), and
-the UI polls the latest snapshot at its own pace. Stop sets a flag that ``generate`` checks
-before the next round.
+growing trace (copies of its lists, so the UI thread never reads a list being appended to). When
+the page is due an update, the worker pauses at that round's end until the page has drawn the
+snapshot and Gradio has sent it (``wait_loop`` resumes it): drawing never shares the cores or the
+GIL with decoding, and the pause is off the decoder's clock (``live.generate`` leaves the whole
+per-round callback out of ``wall_s``). Stop sets a flag that ``generate`` checks before the next
+round.
 """
 from __future__ import annotations
 
@@ -95,8 +98,12 @@ class Job:
         self.result: DecodeTrace | None = None
         self.error: BaseException | None = None
         self.stalled = False           # set by wait_loop when the decoder went silent for STALL_S
-        self.updated = threading.Event()
+        self.updated = threading.Event()  # set when the worker pauses for the page, and when done
         self.done = threading.Event()
+        self.resume = threading.Event()   # cleared while the worker waits for the page to draw a round
+        self.resume.set()
+        self.interval = None              # seconds between page updates (wait_loop sets it); None: no pauses
+        self.shown = float("-inf")        # when the worker last paused for the page
         self.thread = threading.Thread(target=self._run, name=f"decode-{cfg.method}", daemon=True)
 
     def _snapshot(self, trace: DecodeTrace) -> None:
@@ -109,7 +116,12 @@ class Job:
         self.latest = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
                                           token_text=dict(text))
         self.version += 1
-        self.updated.set()
+        interval = self.interval
+        if interval is not None and time.perf_counter() - self.shown >= interval():
+            self.resume.clear()
+            self.updated.set()
+            self.resume.wait(PAUSE_LIMIT_S)    # the page draws this round (off the decoder's clock)
+            self.shown = time.perf_counter()
 
     def _run(self) -> None:
         try:
@@ -201,8 +213,12 @@ class Backend:
                 f"{self._loaded.dtype_note()}")
 
     # --- runs -------------------------------------------------------------------------
-    def start(self, session: str, prompt: str, cfg: DecodeConfig) -> Job:
-        return Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock).start()
+    def start(self, session: str, prompt: str, cfg: DecodeConfig, interval=None) -> Job:
+        """A started Job; with ``interval`` (seconds between page updates, a callable) its worker
+        pauses for the page from the first round on (``wait_loop``)."""
+        job = Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock)
+        job.interval = interval
+        return job.start()
 
     def stop_flag(self, session: str) -> threading.Event:
         return self._stops.setdefault(session, threading.Event())
@@ -250,26 +266,37 @@ class Backend:
 
 
 STALL_S = 120.0     # a decoder silent this long is stopped and reported (a round takes < 10 s here)
+PAUSE_LIMIT_S = 10.0  # a worker paused for the page goes on after this long whatever the page does
 
 
 def wait_loop(job: Job, interval, heartbeat: float = 3.0):
-    """Yield ``(snapshot, silent_s)`` at most once per ``interval()`` seconds when a new round
-    came, at least every ``heartbeat`` seconds anyway (so the page shows how long the decoder has
-    been silent), and the last one. A decoder silent for ``STALL_S`` is asked to stop."""
+    """Yield ``(snapshot, silent_s)`` for the page: a round's snapshot when the worker paused for
+    it (at most once per ``interval()`` seconds; the worker stays paused until the caller asks for
+    the next item, i.e. until the page has drawn it and Gradio has sent it), a heartbeat at least
+    every ``heartbeat`` seconds (so the page shows how long the decoder has been silent), and the
+    last one. A decoder silent for ``STALL_S`` is asked to stop."""
+    job.interval = interval
     seen, last, news = -1, 0.0, time.perf_counter()
-    while True:
-        job.wait(min(interval(), heartbeat))
-        done = job.done.is_set()
-        now = time.perf_counter()
-        if job.version != seen:
-            news = now
-        silent = now - news
-        if silent > STALL_S and not job.stop.is_set():
-            job.stalled = True
-            job.stop.set()
-        fresh = job.version != seen and (done or now - last >= interval())
-        if job.latest is not None and (fresh or now - last >= heartbeat):
-            seen, last = job.version, now
-            yield job.latest, silent
-        if done:
-            return
+    try:
+        while True:
+            job.wait(min(interval(), heartbeat))
+            done = job.done.is_set()
+            paused = not job.resume.is_set()
+            now = time.perf_counter()
+            if job.version != seen:
+                news = now
+            silent = now - news
+            if silent > STALL_S and not job.stop.is_set():
+                job.stalled = True
+                job.stop.set()
+            fresh = job.version != seen and (done or paused)
+            if job.latest is not None and (fresh or now - last >= heartbeat):
+                seen, last = job.version, now
+                yield job.latest, silent
+                if paused:
+                    job.resume.set()
+            if done:
+                return
+    finally:
+        job.interval = None           # a page that went away never holds the worker
+        job.resume.set()

@@ -26,7 +26,7 @@ MODEL_QUEUE = "model"          # every listener that touches the model shares th
 STREAM_INTERVAL = 1.0          # seconds between streamed updates, at least
 MAX_INTERVAL = 3.0             # and at most (the page never waits longer for news of a live run)
 WATCHDOG_S = 3.0               # the page asks this often whether a run it shows as live has ended
-RENDER_SHARE = 0.05            # drawing takes at most this share of the time (it shares the GIL)
+RENDER_SHARE = 0.05            # drawing adds at most this share to a run's wall time (decoding pauses for it)
 
 
 def _session(request: gr.Request | None) -> str:
@@ -158,13 +158,13 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                 raise ConfigError(f"{cfg.method}: {e}") from None
         traces: dict = {}
         first, started = True, time.perf_counter()
-        interval = [STREAM_INTERVAL]     # grows when drawing is slow, so drawing never starves decoding
+        interval = [STREAM_INTERVAL]     # grows when drawing is slow (decoding pauses while the page draws)
         for k, cfg in enumerate(cfgs):
             if stop.is_set():
                 break
-            job = backend.start(session, prompt, cfg)
+            job = backend.start(session, prompt, cfg, lambda: interval[0])
             try:
-                for snap, silent in be.wait_loop(job, lambda: interval[0]):
+                for snap, silent in be.wait_loop(job, job.interval):
                     traces[cfg.method] = snap
                     if job.done.is_set():
                         break
@@ -180,7 +180,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                         out[everything.index(c["table"])] = empty_table()
                         first = False
                     yield [*out, gr.skip()]
-                    # Gradio serializes and sends the update before resuming us: that counts too
+                    # Gradio serializes and sends the update before resuming us (and the decoder): that counts too
                     interval[0] = min(MAX_INTERVAL, max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE))
             finally:
                 if not job.done.is_set():      # the client went away: stop at the next round

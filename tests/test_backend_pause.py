@@ -1,0 +1,51 @@
+"""The explorer's worker pauses while the page draws: no round runs between the snapshot the page
+was handed and the moment it asks for the next one, and the pause is booked as viewer time."""
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
+from ui import backend as be  # noqa: E402
+
+PROMPT = "Explain speculative decoding."
+CFG = DecodeConfig(method="dominotree", max_new_tokens=16, tree=TreeConfig(budget=4))
+
+
+def _job(tiny_decoder) -> be.Job:
+    job = be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), threading.Lock())
+    job.interval = lambda: 0.0                           # an update due after every round, from the first
+    return job.start()
+
+
+def test_no_round_runs_while_the_page_draws(tiny_decoder):
+    job = _job(tiny_decoder)
+    held = []
+    for snap, _ in be.wait_loop(job, job.interval):
+        if job.done.is_set():
+            break
+        version, rounds = job.version, len(snap.rounds)
+        time.sleep(0.05)                                 # the page draws; the worker must wait
+        assert job.version == version and len(job.latest.rounds) == rounds
+        assert not job.resume.is_set()
+        held.append(rounds)
+    job.done.wait(30)
+    assert job.error is None and job.result is not None
+    assert held == sorted(held) and len(held) >= 2
+    assert held == list(range(len(held)))      # the page saw the prefill (0 rounds) and every round after it
+    booked = [job.result.rounds[k - 1].extra["viewer_ms"] for k in held if k]
+    assert min(booked) >= 50                                  # each held round booked its pause
+    assert job.result.token_ids == tiny_decoder.generate(PROMPT, CFG).token_ids
+
+
+def test_a_page_that_goes_away_never_holds_the_worker(tiny_decoder):
+    job = _job(tiny_decoder)
+    loop = be.wait_loop(job, job.interval)
+    next(loop)                       # the worker pauses for this snapshot ...
+    assert not job.resume.is_set()
+    loop.close()                     # ... and the page leaves without asking for more
+    assert job.resume.is_set() and job.interval is None
+    assert job.done.wait(5)          # far sooner than the worker's own PAUSE_LIMIT_S
+    assert job.error is None
