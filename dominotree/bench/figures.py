@@ -133,7 +133,7 @@ def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
     for m in methods:
         d = sub[sub["method"] == m].sort_values("budget")
         for j, y in enumerate(("tau", "speedup"), start=1):
-            fig.add_trace(go.Scatter(x=[int(b) for b in d["budget"]], y=[float(v) if v == v else None for v in d[y]],
+            fig.add_trace(go.Scatter(x=[int(b) for b in d["budget"]], y=[None if v is None or v != v else float(v) for v in d[y]],
                                      mode="lines+markers", name=m, marker_color=col[m], legendgroup=m,
                                      showlegend=j == 1), row=1, col=j)
     fig.update_xaxes(type="log", title_text="node budget", tickvals=sorted({int(b) for b in sub["budget"]}))
