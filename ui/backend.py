@@ -113,12 +113,14 @@ class Job:
             new |= round_token_ids(trace.rounds[-1])
         text.update(self.decoder.token_text(sorted(i for i in new if str(i) not in text)))
         trace.token_text = text
+        interval = self.interval
+        pause = interval is not None and time.perf_counter() - self.shown >= interval()
+        if pause:                 # before the snapshot is published: whoever sees it sees the pause
+            self.resume.clear()
         self.latest = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
                                           token_text=dict(text))
         self.version += 1
-        interval = self.interval
-        if interval is not None and time.perf_counter() - self.shown >= interval():
-            self.resume.clear()
+        if pause:
             self.updated.set()
             self.resume.wait(PAUSE_LIMIT_S)    # the page draws this round (off the decoder's clock)
             self.shown = time.perf_counter()
