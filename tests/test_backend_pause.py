@@ -18,15 +18,14 @@ MODEL_LOCK = threading.Lock()     # one decode at a time on the shared decoder, 
 
 
 def _job(tiny_decoder) -> be.Job:
-    job = be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), MODEL_LOCK)
-    job.interval = lambda: 0.0                           # an update due after every round, from the first
-    return job.start()
+    # an update due after every round, from the first
+    return be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), MODEL_LOCK, interval=lambda: 0.0).start()
 
 
 def test_no_round_runs_while_the_page_draws(tiny_decoder):
     job = _job(tiny_decoder)
     held = []
-    for snap, _ in be.wait_loop(job, job.interval):
+    for snap, _ in be.wait_loop(job):
         if job.done.is_set():
             break
         if job.resume.is_set():       # a heartbeat while the worker computes (e.g. a first-use kernel build)
@@ -47,7 +46,7 @@ def test_no_round_runs_while_the_page_draws(tiny_decoder):
 
 def test_a_page_that_goes_away_never_holds_the_worker(tiny_decoder):
     job = _job(tiny_decoder)
-    loop = be.wait_loop(job, job.interval)
+    loop = be.wait_loop(job)
     next(loop)                       # the worker pauses for this snapshot ...
     assert not job.resume.is_set()
     loop.close()                     # ... and the page leaves without asking for more

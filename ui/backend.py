@@ -90,7 +90,8 @@ def round_token_ids(rt: RoundTrace) -> set[int]:
 class Job:
     """One ``generate`` call in a worker thread, with the latest per-round snapshot."""
 
-    def __init__(self, decoder, prompt: str, cfg: DecodeConfig, stop: threading.Event, lock: threading.Lock):
+    def __init__(self, decoder, prompt: str, cfg: DecodeConfig, stop: threading.Event, lock: threading.Lock,
+                 interval=None):
         self.decoder, self.prompt, self.cfg, self.stop = decoder, prompt, cfg, stop
         self.lock = lock
         self.latest: DecodeTrace | None = None
@@ -102,7 +103,7 @@ class Job:
         self.done = threading.Event()
         self.resume = threading.Event()   # cleared while the worker waits for the page to draw a round
         self.resume.set()
-        self.interval = None              # seconds between page updates (wait_loop sets it); None: no pauses
+        self.interval = interval          # seconds between page updates (a callable); None: no pauses
         self.shown = float("-inf")        # when the worker last paused for the page
         self.thread = threading.Thread(target=self._run, name=f"decode-{cfg.method}", daemon=True)
 
@@ -218,9 +219,7 @@ class Backend:
     def start(self, session: str, prompt: str, cfg: DecodeConfig, interval=None) -> Job:
         """A started Job; with ``interval`` (seconds between page updates, a callable) its worker
         pauses for the page from the first round on (``wait_loop``)."""
-        job = Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock)
-        job.interval = interval
-        return job.start()
+        return Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock, interval).start()
 
     def stop_flag(self, session: str) -> threading.Event:
         return self._stops.setdefault(session, threading.Event())
@@ -271,13 +270,13 @@ STALL_S = 120.0     # a decoder silent this long is stopped and reported (a roun
 PAUSE_LIMIT_S = 10.0  # a worker paused for the page goes on after this long whatever the page does
 
 
-def wait_loop(job: Job, interval, heartbeat: float = 3.0):
+def wait_loop(job: Job, heartbeat: float = 3.0):
     """Yield ``(snapshot, silent_s)`` for the page: a round's snapshot when the worker paused for
-    it (at most once per ``interval()`` seconds; the worker stays paused until the caller asks for
-    the next item, i.e. until the page has drawn it and Gradio has sent it), a heartbeat at least
-    every ``heartbeat`` seconds (so the page shows how long the decoder has been silent), and the
-    last one. A decoder silent for ``STALL_S`` is asked to stop."""
-    job.interval = interval
+    it (at most once per ``job.interval()`` seconds; the worker stays paused until the caller asks
+    for the next item, i.e. until the page has drawn it and Gradio has sent it), a heartbeat at
+    least every ``heartbeat`` seconds (so the page shows how long the decoder has been silent), and
+    the last one. A decoder silent for ``STALL_S`` is asked to stop."""
+    interval = job.interval or (lambda: heartbeat)
     seen, last, news = -1, 0.0, time.perf_counter()
     try:
         while True:

@@ -164,7 +164,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                 break
             job = backend.start(session, prompt, cfg, lambda: interval[0])
             try:
-                for snap, silent in be.wait_loop(job, job.interval):
+                for snap, silent in be.wait_loop(job):
                     traces[cfg.method] = snap
                     if job.done.is_set():
                         break

@@ -28,6 +28,11 @@ _FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
 ADAPTIVE = ("caddtree", "condadaptive")
 
 
+def _num(v) -> float | None:
+    """A summary cell as a float, or None where it is missing (None or NaN: no ``ar`` to compare)."""
+    return None if v is None or v != v else float(v)
+
+
 def _layout(fig: go.Figure, title: str, hardware: str = "", width: int = 900, height: int = 450) -> go.Figure:
     sub = f"<br><sup>{hardware}</sup>" if hardware else ""
     fig.update_layout(title=dict(text=title + sub, x=0.01), font=_FONT, template="plotly_white", width=width,
@@ -57,12 +62,11 @@ def speedup_figure(res: dict, hardware: str = "") -> go.Figure | None:
         scopes = ["overall"] + sorted(s for s in sub["scope"].unique() if s != "overall")
         for lab in labels:
             d = sub[sub["label"] == lab].set_index("scope")
-            ys = [float(d.loc[s, "speedup"]) if s in d.index and d.loc[s, "speedup"] == d.loc[s, "speedup"]
-                  else None for s in scopes]
+            ys = [_num(d.loc[s, "speedup"]) if s in d.index else None for s in scopes]
             fig.add_trace(go.Bar(name=lab, x=scopes, y=ys, marker_color=col[lab], showlegend=j == 1,
                                  legendgroup=lab, text=[f"{y:.2f}" if y is not None and len(labels) <= 4 else "" for y in ys],
                                  textposition="outside"), row=1, col=j)
-    top = max([1.0] + [float(v) for v in df["speedup"] if v is not None and v == v])
+    top = max([1.0] + [v for v in map(_num, df["speedup"]) if v is not None])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#666")
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, top * 1.18])
@@ -133,7 +137,7 @@ def budget_curve(res: dict, hardware: str = "") -> go.Figure | None:
     for m in methods:
         d = sub[sub["method"] == m].sort_values("budget")
         for j, y in enumerate(("tau", "speedup"), start=1):
-            fig.add_trace(go.Scatter(x=[int(b) for b in d["budget"]], y=[None if v is None or v != v else float(v) for v in d[y]],
+            fig.add_trace(go.Scatter(x=[int(b) for b in d["budget"]], y=[_num(v) for v in d[y]],
                                      mode="lines+markers", name=m, marker_color=col[m], legendgroup=m,
                                      showlegend=j == 1), row=1, col=j)
     fig.update_xaxes(type="log", title_text="node budget", tickvals=sorted({int(b) for b in sub["budget"]}))
@@ -153,14 +157,14 @@ def topm_curve(res: dict, hardware: str = "") -> go.Figure | None:
     xs = [str(int(m)) if int(m) > 0 else "full vocab" for m in sub["corr_topm"]]
     fig = make_subplots(rows=1, cols=3, subplot_titles=["tau", "build ms per round", "speedup over ar"])
     for j, (y, fmt) in enumerate((("tau", ".2f"), ("build_ms", ".1f"), ("speedup", ".2f")), start=1):
-        vals = [float(v) if v is not None and v == v else None for v in sub[y]]
+        vals = [_num(v) for v in sub[y]]
         fig.add_trace(go.Scatter(x=xs, y=vals, mode="lines+markers+text", marker_color=PALETTE[0], showlegend=False,
                                  text=[format(v, fmt) if v is not None else "" for v in vals],
                                  textposition="top center"), row=1, col=j)
     fig.update_xaxes(type="category")
     fig.update_xaxes(title_text="Top-M (base candidates the correction rescores)", row=1, col=2)
     for j, y in enumerate(("tau", "build_ms", "speedup"), start=1):
-        vals = [float(v) for v in sub[y] if v is not None and v == v]
+        vals = [v for v in map(_num, sub[y]) if v is not None]
         if vals:
             lo, hi = min(vals), max(vals)
             pad = (hi - lo) * 0.25 or abs(hi) * 0.1 or 1.0
