@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError
-from .models.linear import DenseLinear
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1] / "assets" / "drafters" / "draft-vocab.json"
 
@@ -60,17 +59,16 @@ class DraftVocab:
         if ids[-1] >= vocab:
             raise ConfigError(f"draft vocabulary id {ids[-1]} is outside the target's {vocab} tokens")
         self.size = size
+        self.dtype = target.lm_head.weight.dtype
         self.ids = torch.tensor(ids, dtype=torch.long, device=target.device)
         self.id_list = ids
-        head = target.lm_head.weight
-        self.head = head.detach()[self.ids].contiguous()                         # [N, H]
-        self.head_linear = DenseLinear(self.head)
+        self.head_linear = target.head_rows(self.ids)                            # x @ W[ids].T
         self.embed = torch.nn.Embedding.from_pretrained(target.embed.weight.detach()[self.ids], freeze=True)
         self._views: dict[int, object] = {}
 
     def logits(self, rows: torch.Tensor) -> torch.Tensor:
         """Base logits of the drafter's rows over the N tokens, [rows, N] (the target head's dtype)."""
-        return self.head_linear(rows.to(self.head.dtype))
+        return self.head_linear(rows.to(self.dtype))
 
     def restrict(self, drafter):
         """A view of ``drafter`` sharing its weights, with the Domino correction rows ``W2``

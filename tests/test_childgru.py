@@ -65,3 +65,16 @@ def test_table_only_where_small(head, monkeypatch):
     assert childgru.ChildGRU(drafter.prefix_gru, embed, torch.float32).table is not None
     monkeypatch.setattr(childgru, "TABLE_MAX_BYTES", need - 1)
     assert childgru.ChildGRU(drafter.prefix_gru, embed, torch.float32).table is None
+
+
+def test_first_state_matches_nn_gru(head):
+    """The state after the root (``Drafter.first_state``, the decoder's) against ``nn.GRU`` from
+    the zero state, to float32 rounding."""
+    drafter, embed = head
+    toks = torch.tensor([0, 7, 499])
+    with torch.inference_mode():
+        want = drafter.gru_step(embed(toks), None)
+        got = drafter.first_state(embed(toks))
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, atol=1e-6, rtol=0)
+    assert not torch.equal(got, torch.zeros_like(got))

@@ -171,3 +171,34 @@ def test_sampler_never_draws_zero_probability_tokens_and_argmax_takes_the_first_
     assert set(draws) == {1, 3}
     assert sample(torch.tensor([[0.0, 2.0, 2.0], [3.0, 3.0, 1.0]]), 0.0) == [1, 0]
     assert sample(torch.tensor([[0.0, 2.0, 2.0]], dtype=torch.bfloat16), 0.0) == [1]
+
+
+def test_small_trees_draft_from_a_cut_block(tiny_decoder):
+    """A budget-b tree reads b depths; the drafter runs max(b, DRAFT_MIN_ROWS) block rows (one
+    more for DFlash, whose first row is the root), never more than its block, and the output
+    still equals ar's."""
+    from dataclasses import replace
+
+    from dominotree.decode import DRAFT_MIN_ROWS, block_rows
+    dom = tiny_decoder.pair.drafters["domino"].cfg
+    dfl = tiny_decoder.pair.drafters["dflash"].cfg
+    assert block_rows(dom, None) == dom.block_size and block_rows(dfl, None) == dfl.block_size
+    assert block_rows(dom, 2) == min(dom.block_size, DRAFT_MIN_ROWS)
+    assert block_rows(dom, dom.block_size) == dom.block_size
+    assert block_rows(dfl, dfl.block_size - 1) == dfl.block_size
+    assert block_rows(dom, 10 ** 6) == dom.block_size
+    rows = []
+    real = tiny_decoder.pair.drafters["domino"].forward
+
+    def spy(feats, noise, *a, **k):
+        rows.append(noise.shape[1])
+        return real(feats, noise, *a, **k)
+    ar = tiny_decoder.generate("Count to five.", DecodeConfig(method="ar", max_new_tokens=12)).token_ids
+    tiny_decoder.pair.drafters["domino"].forward = spy
+    try:
+        cfg = DecodeConfig(method="dominotree", max_new_tokens=12, tree=replace(TreeConfig(), budget=3))
+        got = tiny_decoder.generate("Count to five.", cfg).token_ids
+    finally:
+        del tiny_decoder.pair.drafters["domino"].forward
+    assert rows and set(rows) == {block_rows(dom, 3)}
+    assert got == ar

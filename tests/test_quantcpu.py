@@ -127,6 +127,10 @@ def test_q8_head_is_exact_and_row_independent():
     singles = torch.cat([lin(x[i:i + 1]) for i in range(17)])
     for m in (2, 3, 4, 5, 17):
         assert torch.equal(lin(x[:m]), singles[:m])
+    ids = torch.tensor([0, 5, 6, 150, 202])        # a draft vocabulary's rows: the full product's columns
+    assert lin.rows(None) is lin
+    for m in (1, 3, 17):
+        assert torch.equal(lin.rows(ids)(x[:m]), lin(x[:m])[:, ids])
 
 
 @needs_kernel
@@ -140,3 +144,35 @@ def test_embedded_int4_target_reads_the_gguf_8_bit_head():
     assert torch.equal(tgt.fast.head_linear.weight(), tgt.fast.head)      # the float32 head, bit for bit
     h = torch.randn(3, tgt.fast.head.shape[1])
     assert torch.allclose(tgt.fast.head_linear(h), h @ tgt.fast.head.T, rtol=1e-4, atol=1e-4)
+    # the drafters' rows run the same 8-bit head, whole or restricted to a draft vocabulary
+    assert torch.equal(tgt.logits(h), tgt.fast.head_linear(h))
+    ids = torch.tensor([3, 17, 4000, 49151])
+    assert torch.equal(tgt.head_rows(ids)(h), tgt.fast.head_linear(h)[:, ids])
+
+
+@needs_kernel
+def test_q8_products_run_the_8_bit_blocks_of_each_weight():
+    """``q8_products``: a Linear's float32 product is ``Q8Linear`` of its weight's 8-bit blocks (plus
+    its bias), remade when the weight changes; autograd keeps the float32 forward."""
+    from dominotree.models.quant import quantize_q8_0
+    g = torch.Generator().manual_seed(5)
+    lin = torch.nn.Linear(64, 40)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(40, 64, generator=g))
+    ref = torch.nn.Linear(64, 40)
+    ref.load_state_dict(lin.state_dict())
+    quantcpu.q8_products(lin)
+    x = torch.randn(5, 64, generator=g)
+    codes, d = quantize_q8_0(lin.weight)
+    assert codes.dtype == torch.int8 and d.shape == (40, 2)
+    assert (codes.float().view(40, 2, 32) * d[..., None]).view(40, 64).sub(lin.weight).abs().max() <= d.max() / 2 + 1e-7
+    with torch.inference_mode():
+        got = lin(x)
+        assert torch.equal(got, quantcpu.Q8Linear(codes, d)(x) + lin.bias)
+        assert (got - ref(x)).abs().max() <= 0.02 * ref(x).abs().max()       # 8 bits: about 1 % off
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    with torch.inference_mode():
+        assert torch.equal(lin(x), quantcpu.Q8Linear(*quantize_q8_0(lin.weight))(x) + lin.bias)
+    y = lin(x.requires_grad_())                  # training: the float32 forward, with gradients
+    assert y.requires_grad and torch.allclose(y, x @ lin.weight.T + lin.bias)

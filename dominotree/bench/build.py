@@ -88,7 +88,7 @@ def random_block(drafter: Drafter, embed, depth: int, gen: torch.Generator, ties
     root = int(torch.randint(v, (1,), generator=gen))
     with torch.inference_mode():
         root_emb = embed(torch.tensor([root], device=dev)).to(dtype)
-        state = drafter.gru_step(root_emb, None)[0]
+        state = drafter.first_state(root_emb)[0]
     return DraftBlock(root, base.to(device=dev, dtype=dtype), z.to(device=dev, dtype=dtype), state)
 
 

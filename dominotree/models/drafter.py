@@ -306,6 +306,15 @@ class Drafter(nn.Module):
         _, hn = self.prefix_gru(emb.unsqueeze(1), h0)
         return hn[0]
 
+    def first_state(self, emb: torch.Tensor) -> torch.Tensor:
+        """``gru_step(emb, None)`` (the state after the root) without ``nn.GRU``'s per-call cost:
+        from the zero state the bias-free GRU is ``h' = (1 - u) * tanh(W_in x)``, ``u = σ(W_iz x)``.
+        Equal to ``gru_step`` up to float rounding (``tests/test_childgru.py``)."""
+        g = self.cfg.gru_hidden_dim
+        gi = F.linear(emb, self.prefix_gru.weight_ih_l0[g:])               # [N, 2G]: z and n gates
+        u = torch.sigmoid(gi[:, :g])
+        return (1 - u) * torch.tanh(gi[:, g:])
+
     def correction_hidden(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """``SiLU(W1 · [z ; s])`` [N, E] (the low-rank part before W2)."""
         return self.embed_proj[1](self.embed_proj[0](torch.cat([z, state], dim=-1)))

@@ -107,6 +107,19 @@ def quantize_q4_1(w: torch.Tensor) -> Q4_1:
     return Q4_1(q.view(n, k), d, m)
 
 
+def quantize_q8_0(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0 blocks of float weights [N, K]: (codes [N, K] int8, d [N, K/32] float32), with
+    ``w ~ q * d``, d = max |w| / 127 per block of 32 (llama.cpp's 8-bit format, d kept in float32)."""
+    n, k = w.shape
+    if k % GROUP:
+        raise ValueError(f"in_features {k} is not a multiple of {GROUP}")
+    x = w.detach().float().view(n, k // GROUP, GROUP)
+    d = x.abs().amax(-1) / 127
+    inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
+    q = torch.round(x * inv[..., None]).clamp_(-127, 127).to(torch.int8)
+    return q.view(n, k), d
+
+
 class Int4Linear:
     """``x @ W.T`` with W as Q4_1 blocks in torch's CPU int4 layout (bf16 activations)."""
 

@@ -175,8 +175,23 @@ class Target:
         head = self.lm_head
         if type(head) is not torch.nn.Linear:
             return head(hidden)
-        if self._head_linear is None:   # the fast forward's own head when it holds the same weights
-            fast = self.fast
-            same = fast is not None and head.bias is None and fast.head.data_ptr() == head.weight.data_ptr()
-            self._head_linear = fast.dense_head if same else DenseLinear(head.weight.detach(), head.bias)
+        if self._head_linear is None:
+            self._head_linear = self.head_rows()
         return self._head_linear(hidden)
+
+    def head_rows(self, ids: torch.Tensor | None = None):
+        """The product ``x @ W[ids].T`` of the LM head's rows ``ids`` (all when None), for the
+        drafters' rows. It runs the fast forward's own head where that holds the same weights: the
+        GGUF's 8-bit blocks (a quarter of float32's bytes, ``quantcpu.Q8Linear``, whose outputs do
+        not depend on which rows are kept), else the dense float32 weight."""
+        head = self.lm_head
+        fast = self.fast
+        same = fast is not None and head.bias is None and fast.head.data_ptr() == head.weight.data_ptr()
+        if same and hasattr(fast.head_linear, "rows"):
+            return fast.head_linear.rows(ids)
+        if same and ids is None:
+            return fast.dense_head
+        weight, bias = head.weight.detach(), head.bias
+        if ids is not None:
+            weight, bias = weight[ids].contiguous(), None if bias is None else bias[ids]
+        return DenseLinear(weight, bias)
