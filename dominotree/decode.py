@@ -290,6 +290,16 @@ class Decoder:
         return trace
 
 
+    def warm_up(self, max_new_tokens: int = 8) -> None:
+        """One short decode with ``ar`` and with a tree method of each drafter the pair has: the
+        first calls of a loaded pair pay once for allocation, oneDNN packing, the drafters' 8-bit
+        blocks and the GRU table, and a run timed after this is not charged for them."""
+        methods = ["ar"] + [m for kind, m in (("dflash", "ddtree"), ("domino", "dominotree"))
+                            if kind in self.pair.drafters]
+        for m in methods:
+            self.generate("Warm up", DecodeConfig(method=m, max_new_tokens=max_new_tokens, stop_at_eos=False))
+
+
 def _global(built: Built, vocab: DraftVocab | None) -> Built:
     return built if vocab is None else vocab.globalize(built)
 

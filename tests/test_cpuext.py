@@ -23,6 +23,29 @@ def test_rms_norm_matches_torch():
         ops.rms_norm(x.bfloat16(), w, 1e-5)
 
 
+def test_drafter_norm_is_fused_only_for_inference(monkeypatch):
+    """The drafters' RMSNorm runs the fused op when decoding (no autograd), the torch ops when
+    training; both agree to float32 rounding."""
+    from dominotree.models.drafter import RMSNorm
+    norm = RMSNorm(64, 1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(64))
+    x = torch.randn(3, 5, 64).transpose(0, 1)          # not contiguous: the op gets a copy
+    calls = []
+
+    class Spy:
+        def rms_norm(self, *a):
+            calls.append(a[0].shape)
+            return ops.rms_norm(*a)
+    trained = norm(x)
+    assert trained.requires_grad and not calls
+    monkeypatch.setattr(torch.ops, "dominotree_layer", Spy())
+    with torch.inference_mode():
+        decoded = norm(x)
+    assert calls == [x.shape]
+    assert torch.allclose(decoded, trained.detach(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("norms", [False, True])
 def test_rope_kv_matches_torch_and_writes_the_cache(norms):
     torch.manual_seed(1)

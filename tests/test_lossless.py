@@ -202,3 +202,19 @@ def test_small_trees_draft_from_a_cut_block(tiny_decoder):
         del tiny_decoder.pair.drafters["domino"].forward
     assert rows and set(rows) == {block_rows(dom, 3)}
     assert got == ar
+
+
+def test_warm_up_decodes_ar_and_a_tree_per_drafter(tiny_decoder, monkeypatch):
+    """The explorer warms a loaded pair before its first timed run: ar, and a tree method of each
+    drafter kind, through the real decode loop."""
+    seen = []
+    real = type(tiny_decoder).generate
+
+    def spy(self, prompt, cfg, *a, **k):
+        seen.append(cfg.method)
+        tr = real(self, prompt, cfg, *a, **k)
+        assert len(tr.token_ids) == cfg.max_new_tokens
+        return tr
+    monkeypatch.setattr(type(tiny_decoder), "generate", spy)
+    tiny_decoder.warm_up(max_new_tokens=3)
+    assert seen == ["ar", "ddtree", "dominotree"]

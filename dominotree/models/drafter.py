@@ -153,6 +153,16 @@ def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> lis
     return [int(round(start + i * span / (num_draft_layers - 1))) for i in range(num_draft_layers)]
 
 
+def _fused_norm(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether an RMSNorm runs as the C++ kernels' fused op (``cpuext``; float32 CPU inference,
+    agreeing with the torch ops to float32 rounding), as ``fast.FastModel``'s does."""
+    if (x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu"
+            or torch.is_grad_enabled()):
+        return False
+    from .cpuext import available
+    return available() is None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -160,6 +170,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _fused_norm(x, self.weight):     # decoding on CPU: one C++ op instead of seven
+            return torch.ops.dominotree_layer.rms_norm(x.contiguous(), self.weight, self.eps)
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

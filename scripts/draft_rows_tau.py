@@ -1,0 +1,76 @@
+"""Does a cheaper draft cost acceptance? tau of small trees with the drafter's block cut to fewer
+rows and with its backbone on 8-bit blocks, on held-out prompts (embedded pair, int4 target,
+T = 0, draft vocabulary 8192). Each variant decodes the same prompts; tau is deterministic.
+
+    HF_HUB_OFFLINE=1 flock /tmp/cpu.lock .venv/bin/python scripts/draft_rows_tau.py --prompts 18 \
+        > results/cheap-rounds/draft_rows_tau.txt
+
+Variants: ``rows=N`` the block's minimum rows (``decode.DRAFT_MIN_ROWS``; 16 = the whole block),
+``backbone=float32|q8`` the drafters' backbone products (q8 is what an int4 target loads).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dominotree import decode  # noqa: E402
+from dominotree.bench.datasets import load_assets  # noqa: E402
+from dominotree.bench.machine import hardware_info  # noqa: E402
+from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
+from dominotree.decode import Decoder  # noqa: E402
+from dominotree.presets import load_pair  # noqa: E402
+
+METHODS = [("dominotree", 2), ("dominotree", 3), ("ddtree", 3), ("dominotree", 6)]
+VARIANTS = [(16, "float32"), (8, "float32"), (8, "q8"), (1, "q8")]
+
+
+def set_backbone(pair, kind: str) -> None:
+    """Route every drafter Linear to its 8-bit product (q8) or the float32 one it wraps."""
+    for d in pair.drafters.values():
+        for mod in d.modules():
+            q8 = getattr(mod, "_q8", None)
+            if q8 is not None:
+                mod.forward = q8 if kind == "q8" else q8.real
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=18)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    pair = load_pair("smollm2", dtype="float32", weights="int4")
+    dec = Decoder(pair, annotate=False)
+    prompts = load_assets("eval")[:a.prompts]
+    print(f"# {hardware_info(pair.target.device)}; {len(prompts)} held-out prompts x {a.max_new_tokens} tokens, "
+          f"int4 target, T=0, draft vocabulary 8192", flush=True)
+    rows = []
+    for method, budget in METHODS:
+        for min_rows, backbone in VARIANTS:
+            decode.DRAFT_MIN_ROWS = min_rows
+            set_backbone(pair, backbone)
+            acc = rounds = 0
+            for p in prompts:
+                cfg = DecodeConfig(method=method, max_new_tokens=a.max_new_tokens, draft_vocab=8192,
+                                   tree=replace(TreeConfig(), budget=budget))
+                tr = dec.generate(p.turns[0], cfg)
+                acc += sum(len(r.accepted) for r in tr.rounds)
+                rounds += len(tr.rounds)
+            row = {"method": f"{method}@{budget}", "min_rows": min_rows, "backbone": backbone,
+                   "block_rows": decode.block_rows(pair.drafters["domino"].cfg, budget),
+                   "tau": round(acc / rounds, 3), "rounds": rounds}
+            rows.append(row)
+            print(f"{row['method']:14s} block rows {row['block_rows']:2d}  backbone {backbone:7s}  tau {row['tau']:.3f}",
+                  flush=True)
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
