@@ -27,8 +27,8 @@ from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
 from dominotree.decode import Decoder  # noqa: E402
 from dominotree.presets import load_pair  # noqa: E402
 
-METHODS = [("dominotree", 2), ("dominotree", 3), ("ddtree", 3), ("dominotree", 6)]
-VARIANTS = [(16, "float32"), (8, "float32"), (8, "q8"), (1, "q8")]
+METHODS = [("dominotree", 2), ("dominotree", 3), ("ddtree", 3)]
+VARIANTS = [(16, "float32"), (8, "float32"), (8, "q8"), (1, "q8")]   # (1: the depths alone)
 
 
 def set_backbone(pair, kind: str) -> None:
@@ -64,7 +64,7 @@ def main() -> None:
                 acc += sum(len(r.accepted) for r in tr.rounds)
                 rounds += len(tr.rounds)
             row = {"method": f"{method}@{budget}", "min_rows": min_rows, "backbone": backbone,
-                   "block_rows": decode.block_rows(pair.drafters["domino"].cfg, budget),
+                   "block_rows": decode.block_rows(pair.drafter_for(method).cfg, budget),
                    "tau": round(acc / rounds, 3), "rounds": rounds}
             rows.append(row)
             print(f"{row['method']:14s} block rows {row['block_rows']:2d}  backbone {backbone:7s}  tau {row['tau']:.3f}",

@@ -97,19 +97,19 @@ def forward_ms(tgt, context: int, n: int) -> float:
     return dt
 
 
-def curves(paths, configs, context: int, reps: int, lines: list) -> dict:
+def curves(paths, configs, context: int, reps: int, lines: list, rows=ROWS) -> dict:
     tgts = {c: load(paths, *CONFIGS[c]) for c in configs}
-    times = {(c, n): [] for c in configs for n in ROWS}
+    times = {(c, n): [] for c in configs for n in rows}
     for rep in range(reps + 1):
         for c in configs[rep % len(configs):] + configs[:rep % len(configs)]:
-            for n in ROWS:
+            for n in rows:
                 t = forward_ms(tgts[c], context, n)
                 if rep:
                     times[(c, n)].append(t)
-    med = {c: {n: statistics.median(times[(c, n)]) for n in ROWS} for c in configs}
-    lines.append(f"per-forward ms (median of {reps}), context {context}; rows: " + " ".join(f"{n:>7}" for n in ROWS))
+    med = {c: {n: statistics.median(times[(c, n)]) for n in rows} for c in configs}
+    lines.append(f"per-forward ms (median of {reps}), context {context}; rows: " + " ".join(f"{n:>7}" for n in rows))
     for name, row in med.items():
-        lines.append(f"  {name:<36}" + " ".join(f"{row[n]:7.2f}" for n in ROWS))
+        lines.append(f"  {name:<36}" + " ".join(f"{row[n]:7.2f}" for n in rows))
     return med
 
 
@@ -157,7 +157,15 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--skip-ar", action="store_true")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma list of the curves' labels "
+                    "(default: all; e.g. 'int4 / fast')")
+    ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="comma list of row counts")
     a = ap.parse_args(argv)
+    configs = [c.strip() for c in a.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configs {unknown}; choose from {list(CONFIGS)}")
+    rows = tuple(int(r) for r in a.rows.split(","))
     torch.set_num_threads(a.threads)
     paths = preset_paths("smollm2")
     lines = [f"CPU: {cpu_name()}, {a.threads} threads; torch {torch.__version__}",
@@ -172,10 +180,10 @@ def main(argv=None) -> int:
         (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
         print(text, flush=True)
 
-    res["curves"] = curves(paths, list(CONFIGS), a.context, a.reps, lines)
+    res["curves"] = curves(paths, configs, a.context, a.reps, lines, rows)
     save()
     if not a.skip_ar:
-        res["ar"] = ar_vs_generate(paths, [c for c in CONFIGS if CONFIGS[c][1] == "fast"], a.new, lines)
+        res["ar"] = ar_vs_generate(paths, [c for c in configs if CONFIGS[c][1] == "fast"], a.new, lines)
         save()
     print(json.dumps({"ratio": res.get("ar", {}).get("ratio")}))
     return 0

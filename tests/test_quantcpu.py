@@ -101,6 +101,7 @@ def test_bad_inputs_are_clear_errors():
         torch.ops.dominotree_quant.q4_linear(torch.randn(1, 64), lin.codes[:, :16].contiguous(), lin.dm)
     with pytest.raises(RuntimeError, match="scales do not match"):
         torch.ops.dominotree_quant.q4_linear(torch.randn(1, 64), lin.codes, lin.dm[:4].contiguous())
+    assert lin(torch.randn(0, 64)).shape == (0, 8)            # no rows: an empty product, nothing written
 
 
 def test_without_the_kernel_int4_falls_back_to_bf16_with_one_line(monkeypatch, capsys):

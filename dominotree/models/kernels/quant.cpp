@@ -108,6 +108,7 @@ void product(const W& wt, const float* x, int64_t M, int64_t K, int64_t N, float
   constexpr int64_t NB = 4;        // outputs per buffered tile
   constexpr int64_t REG_ROWS = 4;  // up to this many rows, dequantize in registers (measured)
   const int64_t tiles = (N + 7) / 8;
+  if (M == 0) return;          // the tiles below read and write at least one row
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> buf(NB * K);
     for (int64_t n = t0 * 8; n < std::min(N, t1 * 8); ) {
