@@ -27,6 +27,11 @@ STREAM_INTERVAL = 1.0          # seconds between streamed updates, at least
 MAX_INTERVAL = 3.0             # and at most (the page never waits longer for news of a live run)
 WATCHDOG_S = 3.0               # the page asks this often whether a run it shows as live has ended
 RENDER_SHARE = 0.05            # drawing adds at most this share to a run's wall time (decoding pauses for it)
+# The run's first update clears every figure and redraws the panes: the browser's heaviest draw.
+# The worker stays paused (off its clock) this long after it is sent, so that draw does not share
+# the CPU with the first method's first rounds (on a 2-core machine with the browser on it,
+# `ar` first in the comparison read 16 % slow per step without this; results/explorer_vs_cli.json).
+FIRST_DRAW_S = 0.6
 
 
 def _session(request: gr.Request | None) -> str:
@@ -174,12 +179,15 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                           + (f" · no new round for {silent:.0f} s" if silent >= 5 else "") + auto_note
                     out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
+                    clearing = first
                     if first:          # the old run's figures go with the new run's first update
                         for key in ("tree", "mvc", "topm", "hist", "depth", "timing", "builder"):
                             out[everything.index(c[key])] = None
                         out[everything.index(c["table"])] = empty_table()
                         first = False
                     yield [*out, gr.skip()]
+                    if clearing and not job.done.is_set():
+                        time.sleep(FIRST_DRAW_S)     # the worker is paused on this snapshot
                     # Gradio serializes and sends the update before resuming us (and the decoder): that counts too
                     interval[0] = min(MAX_INTERVAL, max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE))
             finally:
