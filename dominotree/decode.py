@@ -289,7 +289,6 @@ class Decoder:
         trace.token_text = self.token_text(sorted(seen))
         return trace
 
-
     def warm_up(self, max_new_tokens: int = 8) -> None:
         """One short decode with ``ar`` and with a tree method of each drafter the pair has: the
         first calls of a loaded pair pay once for allocation, oneDNN packing, the drafters' 8-bit
@@ -389,7 +388,8 @@ def usable_depths(cfg: DecodeConfig) -> int | None:
 # while a small tree reads only its first few depths. Cut to those depths alone, the block loses
 # the trailing masks the drafter was trained with: on 18 held-out prompts (embedded pair, T = 0,
 # draft vocabulary 8192) dominotree@2's tau fell from 1.52 to 1.42 with 2 rows, but 8 rows kept
-# every tau measured (dominotree@2/@3/@6, ddtree@3 within +-0.01) at 0.8x the 16-row time.
+# every tau measured (dominotree@2/@3, ddtree@3 within 0.01; scripts/draft_rows_tau.py,
+# results/cheap-rounds/draft_rows_tau.txt) at 0.8x the 16-row backbone time.
 DRAFT_MIN_ROWS = 8
 
 
