@@ -140,11 +140,6 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
     return Target(model, tok, name=folder.name, fast=fast, weights=weights)
 
 
-def _kernel_ready() -> bool:
-    from .models.cpuext import available
-    return available() is None
-
-
 def q8_head(gguf, model):
     """The GGUF's 8-bit embedding as the LM head (``quantcpu.Q8Linear``) when it is exactly the
     loaded model's float32 head (tied, dequantized from it), else None (the dense head stays)."""
@@ -193,13 +188,12 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
             # the backbone's products through oneDNN, or in 8-bit blocks next to an int4 target (the
             # quantized setting); the Domino correction keeps F.linear, whose exact shapes the
             # builders share (their trees are compared bit for bit)
-            backbone = [d.fc, d.layers]
-            for m in backbone:
-                onednn_products(m)
-            if tgt.weights == "int4" and _kernel_ready():
+            products = onednn_products
+            if tgt.weights == "int4":
                 from .models.quantcpu import q8_products
-                for m in backbone:
-                    q8_products(m)
+                products = q8_products
+            products(d.fc)
+            products(d.layers)
             pair.drafters[kind] = d
     return pair
 

@@ -25,6 +25,8 @@ from dominotree.bench.datasets import load_assets  # noqa: E402
 from dominotree.bench.machine import hardware_info  # noqa: E402
 from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
 from dominotree.decode import Decoder  # noqa: E402
+from dominotree.models.linear import onednn_products  # noqa: E402
+from dominotree.models.quantcpu import q8_products  # noqa: E402
 from dominotree.presets import load_pair  # noqa: E402
 
 METHODS = [("dominotree", 2), ("dominotree", 3), ("ddtree", 3)]
@@ -32,12 +34,12 @@ VARIANTS = [(16, "float32"), (8, "float32"), (8, "q8"), (1, "q8")]   # (1: the d
 
 
 def set_backbone(pair, kind: str) -> None:
-    """Route every drafter Linear to its 8-bit product (q8) or the float32 one it wraps."""
+    """Route the drafters' backbone products to 8-bit blocks (q8, what an int4 target loads) or to
+    float32 through oneDNN."""
+    products = q8_products if kind == "q8" else onednn_products
     for d in pair.drafters.values():
-        for mod in d.modules():
-            q8 = getattr(mod, "_q8", None)
-            if q8 is not None:
-                mod.forward = q8 if kind == "q8" else q8.real
+        products(d.fc)
+        products(d.layers)
 
 
 def main() -> None:

@@ -73,33 +73,44 @@ class DenseLinear:
         return linear(x, self.weight, self.bias)
 
 
-def onednn_products(module: torch.nn.Module) -> torch.nn.Module:
-    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through oneDNN, as
-    ``DenseLinear`` does, for decoding. A weight is reordered on first use and again whenever it
-    changed (its data pointer or in-place version: a training step); anything that needs autograd,
-    another dtype or device keeps the module's own forward. Returns ``module``."""
+def route_products(module: torch.nn.Module, make) -> torch.nn.Module:
+    """Run the float32 products of every ``nn.Linear`` in ``module`` through ``make(weight, bias)``
+    (a product ``x -> x @ W.T + b``, or None to keep ``F.linear``), for decoding. The product is
+    made on first use and again whenever the weight or bias changed (data pointer or in-place
+    version: a training step); anything that needs autograd or another dtype keeps ``F.linear``.
+    Routing a module again switches it to the new ``make``. Returns ``module``."""
     for mod in module.modules():
-        if type(mod) is torch.nn.Linear and not hasattr(mod, "_onednn"):
-            mod._onednn = _LinearState(mod)
-            mod.forward = mod._onednn
+        if type(mod) is torch.nn.Linear:
+            mod.forward = _Routed(mod, make)
     return module
 
 
-class _LinearState:
-    def __init__(self, mod: torch.nn.Linear):
-        self.real = mod.forward
-        self.mod = mod
-        self.key = None
-        self.packed = None
+class _Routed:
+    def __init__(self, mod: torch.nn.Linear, make):
+        self.mod, self.make = mod, make
+        self.key = self.product = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.mod.weight
-        if (not ONEDNN or x.dtype != torch.float32 or w.dtype != torch.float32 or x.requires_grad
-                or (torch.is_grad_enabled() and w.requires_grad)):
-            return self.real(x)
-        key = (w.data_ptr(), w._version, w.device)
+        w, b = self.mod.weight, self.mod.bias
+        if (x.dtype != torch.float32 or w.dtype != torch.float32 or x.requires_grad
+                or (torch.is_grad_enabled() and (w.requires_grad or (b is not None and b.requires_grad)))):
+            return F.linear(x, w, b)
+        key = (w.data_ptr(), w._version, w.device, None if b is None else (b.data_ptr(), b._version))
         if key != self.key:
-            self.packed, self.key = _pack(w), key
-        if self.packed is None:
-            return self.real(x)
-        return _onednn(x, self.packed, self.mod.bias)
+            self.product, self.key = self.make(w.detach(), None if b is None else b.detach()), key
+        return F.linear(x, w, b) if self.product is None else self.product(x)
+
+
+def onednn_product(weight: torch.Tensor, bias: torch.Tensor | None):
+    """``x @ W.T (+ b)`` through oneDNN on the weight reordered once (None where that path does
+    not apply); ``F.linear`` while ``ONEDNN`` is off (A/B measurements)."""
+    packed = _pack(weight)
+    if packed is None:
+        return None
+    return lambda x: _onednn(x, packed, bias) if ONEDNN else F.linear(x, weight, bias)
+
+
+def onednn_products(module: torch.nn.Module) -> torch.nn.Module:
+    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through oneDNN, as
+    ``DenseLinear`` does, for decoding (``route_products``). Returns ``module``."""
+    return route_products(module, onednn_product)

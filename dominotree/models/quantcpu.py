@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .cpuext import available
+from .linear import onednn_product, route_products
 from .quant import GROUP, Q4_1, quantize_q8_0
 
 def pack_q4(blocks: Q4_1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,34 +84,18 @@ class Q8Linear:
         return (self.codes.float().view(n, k // GROUP, GROUP) * self.d[..., None]).view(n, k)
 
 
+def q8_product(weight: torch.Tensor, bias: torch.Tensor | None):
+    """``x @ W.T (+ b)`` on 8-bit blocks of ``weight`` (``quantize_q8_0``: a quarter of float32's
+    bytes); oneDNN's float32 product where the kernel or the shape does not allow it."""
+    if weight.device.type != "cpu" or weight.shape[1] % GROUP or available() is not None:
+        return onednn_product(weight, bias)
+    lin = Q8Linear(*quantize_q8_0(weight))
+    return lin if bias is None else (lambda x: lin(x) + bias)
+
+
 def q8_products(module: torch.nn.Module) -> torch.nn.Module:
-    """Run the float32 CPU products of every ``nn.Linear`` in ``module`` on 8-bit blocks of its
-    weight (``quantize_q8_0``, made once and again whenever the weight changes), for decoding: a
-    quarter of float32's bytes. Anything that needs autograd, another dtype or device, or an
-    in-features count that is not a multiple of 32 keeps the module's own forward. Returns
-    ``module``. Used for the drafters' backbones next to an int4 target (``presets.load_pair``):
-    on 18 held-out prompts their tau was unchanged (``results/cheap-rounds``)."""
-    for mod in module.modules():
-        if type(mod) is torch.nn.Linear and not hasattr(mod, "_q8"):
-            mod._q8 = _Q8State(mod)
-            mod.forward = mod._q8
-    return module
-
-
-class _Q8State:
-    def __init__(self, mod: torch.nn.Linear):
-        self.real = getattr(mod, "_onednn", None) or mod.forward
-        self.mod = mod
-        self.key = None
-        self.lin = None
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.mod.weight
-        if (x.dtype != torch.float32 or w.dtype != torch.float32 or w.device.type != "cpu" or x.requires_grad
-                or (torch.is_grad_enabled() and w.requires_grad) or w.shape[1] % GROUP):
-            return self.real(x)
-        key = (w.data_ptr(), w._version)
-        if key != self.key:
-            self.lin, self.key = Q8Linear(*quantize_q8_0(w)), key
-        y = self.lin(x)
-        return y if self.mod.bias is None else y + self.mod.bias
+    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through ``q8_product``,
+    for decoding (``linear.route_products``: remade when a weight changes, autograd untouched).
+    Used for the drafters' backbones next to an int4 target (``presets.load_pair``): on 18
+    held-out prompts their tau was unchanged (``results/cheap-rounds``). Returns ``module``."""
+    return route_products(module, q8_product)
