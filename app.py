@@ -49,12 +49,13 @@ def make_backend(a: argparse.Namespace) -> Backend:
     from dominotree.live import default_dtype
     from dominotree.presets import default_device
     device = a.device or default_device()
-    dtype = a.dtype or default_dtype(device)
+    preset = None if a.target else (a.preset or default_preset())
+    dtype = a.dtype or default_dtype(device, preset)
     locked = not (a.allow_model_switch or a.host in ("127.0.0.1", "localhost", "::1"))
     if a.target:
         choice = ModelChoice(target=a.target, drafters=tuple(a.drafter), dtype=dtype, device=device)
     else:
-        choice = ModelChoice(preset=a.preset or default_preset(), dtype=dtype, device=device)
+        choice = ModelChoice(preset=preset, dtype=dtype, device=device)
     return Backend(choice, locked=locked)
 
 

@@ -4,7 +4,8 @@ that only a viewer needs kept off its clock, plus the checks a viewer shows next
 - ``generate``: trace-only annotation (Top-M lists, the marginal tree) and the per-round
   callback (snapshots for the page) are timed and subtracted from ``wall_s``, so ``tokens_per_s``
   counts what the benchmark counts (it decodes with ``annotate=False``).
-- ``native_bf16`` / ``default_dtype``: bfloat16 where the CPU computes it natively, else float32.
+- ``native_bf16`` / ``default_dtype``: the fastest lossless dtype here (float32 for the 4-bit
+  embedded target; else bfloat16 where the CPU computes it natively, float32 elsewhere).
 - ``tie_note``: why a T = 0 output differs from ``ar``'s (the bench's near-tie diagnosis,
   ``dominotree.bench.ties``, at the first differing token).
 """
@@ -61,9 +62,17 @@ def native_bf16(cpuinfo: str | None = None) -> bool:
     return "avx512_bf16" in flags or any(f.startswith("amx") for f in flags)
 
 
-def default_dtype(device: str = "cpu") -> str:
-    """The dtype that verifies trees faster here: bfloat16 on CUDA and on CPUs with native bf16,
+def default_dtype(device: str = "cpu", preset: str | None = None) -> str:
+    """The fastest dtype here whose every method equals its ``ar`` (``preset``: None for a custom
+    target): float32 on the CPU for a preset
+    whose target then runs its 4-bit GGUF blocks (``presets.INT4_BY_DEFAULT``, where the C++
+    kernels run: on a 2-core Zen 4 with native bf16, ``ar`` 124 tok/s there against 49 in bf16,
+    README "Target forward and weights"); otherwise bfloat16 on CUDA and on CPUs with native bf16,
     float32 elsewhere (bf16 is emulated there and slower)."""
+    from .models.cpuext import unsupported
+    from .presets import INT4_BY_DEFAULT
+    if device == "cpu" and preset in INT4_BY_DEFAULT and unsupported() is None:
+        return "float32"
     return "bfloat16" if device == "cuda" or native_bf16() else "float32"
 
 

@@ -34,7 +34,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
     from dominotree.live import default_dtype
     from ui.backend import Backend, ModelChoice
-    demo, url = ui.serve_locally(Backend(ModelChoice(preset=a.preset, dtype=a.dtype or default_dtype(),
+    demo, url = ui.serve_locally(Backend(ModelChoice(preset=a.preset, dtype=a.dtype or default_dtype("cpu", a.preset),
                                                      device="cpu")))
     with sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)

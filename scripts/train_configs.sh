@@ -2,6 +2,7 @@
 # machine facts both record (sourced, not run). Each entry: "name|extra trainer flags".
 TRAIN_CONFIGS=(
   "bf16-full|"
+  "bf16-vocab8k|--head-vocab 8192"
   "f32-full|--no-amp --target-dtype float32"
   "f32-vocab8k|--no-amp --target-dtype float32 --head-vocab 8192"
   "f32-vocab8k-a128|--no-amp --target-dtype float32 --head-vocab 8192 --anchors 128 --batch 2"

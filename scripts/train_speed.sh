@@ -6,11 +6,12 @@
 #
 #   scripts/train_speed.sh [STEPS] [DATA]      # default 12 steps, assets/distill
 #   ONLY="f32-full f32-vocab8k" scripts/train_speed.sh     # just these configs
+#   OUT=results/train-ablation/speed-zen4 scripts/train_speed.sh   # another machine's figures
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-12}
 DATA=${2:-assets/distill}
-OUT=results/train-ablation/speed
+OUT=${OUT:-results/train-ablation/speed}
 PY=${PY:-.venv/bin/python}
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1

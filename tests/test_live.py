@@ -47,6 +47,20 @@ def test_native_bf16_reads_cpu_flags():
     assert live.default_dtype("cuda") == "bfloat16"
 
 
+def test_default_dtype_is_float32_for_the_int4_preset(monkeypatch):
+    """The embedded preset's fastest lossless setting is its 4-bit target with float32 activations,
+    also on CPUs with native bf16; a custom target (no preset) keeps the bf16 rule."""
+    from dominotree.models import cpuext
+    monkeypatch.setattr(live, "native_bf16", lambda cpuinfo=None: True)
+    monkeypatch.setattr(cpuext, "unsupported", lambda: None)
+    assert live.default_dtype("cpu", "smollm2") == "float32"
+    assert live.default_dtype("cpu", None) == "bfloat16"
+    assert live.default_dtype("cpu", "random-tiny") == "bfloat16"
+    assert live.default_dtype("cuda", "smollm2") == "bfloat16"
+    monkeypatch.setattr(cpuext, "unsupported", lambda: "no AVX2")
+    assert live.default_dtype("cpu", "smollm2") == "bfloat16"
+
+
 def test_tie_note_finds_first_difference(tiny_decoder):
     ids = tiny_decoder.encode_prompt(PROMPT)
     ar = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=6)).token_ids

@@ -168,12 +168,12 @@ def model_choice(preset, target, drafters, device, dtype) -> be.ModelChoice:
     return be.ModelChoice(preset=preset, dtype=dtype, device=device)
 
 
-def dtype_info() -> str:
-    from dominotree.live import native_bf16
-    here = "this CPU has native bf16: bfloat16 is faster" if native_bf16() else \
-        "this CPU has no native bf16: float32 is faster"
+def dtype_info(choice: be.ModelChoice) -> str:
+    from dominotree.live import default_dtype
+    fastest = default_dtype(choice.device, choice.preset if choice.target is None else None)
     return (f"float32: every method's text equals ar's token for token (the embedded target then runs its "
-            f"4-bit GGUF weights with float32 activations, where the C++ kernels build); {here}")
+            f"4-bit GGUF weights with float32 activations, where the C++ kernels build); "
+            f"the faster one on this machine: {fastest}")
 
 
 def build_controls(backend: be.Backend) -> dict:
@@ -185,7 +185,7 @@ def build_controls(backend: be.Backend) -> dict:
     methods = gr.CheckboxGroup(choices, value=[m for m in DEFAULT_METHODS if m in choices],
                                label=f"Methods (up to {be.MAX_METHODS}, side by side)", elem_id="methods")
     dtype = gr.Radio(["float32", "bfloat16"], value=backend.choice.dtype, label="dtype", elem_id="dtype",
-                     info=dtype_info(), interactive=not backend.locked)
+                     info=dtype_info(backend.choice), interactive=not backend.locked)
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run")
         stop = gr.Button("Stop", variant="stop", elem_id="stop")

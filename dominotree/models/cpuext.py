@@ -49,13 +49,22 @@ def build_dir() -> Path:
     return cache_root() / "kernels" / f"cpu-{h.hexdigest()[:12]}"
 
 
-def _load(verbose: bool) -> str | None:
+def unsupported() -> str | None:
+    """Why the kernels cannot run on this machine at all, without building them (None: they can,
+    if they build)."""
     if os.environ.get("DOMINOTREE_KERNELS", "1") == "0":
         return "the C++ kernels are off (DOMINOTREE_KERNELS=0)"
     if platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux":
         return f"the C++ kernels are built for x86-64 Linux only (this is {platform.machine()} {sys.platform})"
     if not {"avx2", "fma"} <= cpu_flags():
         return "the C++ kernels need a CPU with AVX2 and FMA"
+    return None
+
+
+def _load(verbose: bool) -> str | None:
+    why = unsupported()
+    if why is not None:
+        return why
     if shutil.which("ninja") is None:      # the pip package's binary, when the venv is not on PATH
         try:
             import ninja
