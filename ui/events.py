@@ -331,7 +331,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     c["run"].click(start_run, None, [c["run"], c["status"], *exports_out], api_visibility="private", queue=False) \
         .then(run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
-              show_progress="hidden") \
+              show_progress="hidden", show_progress_on=c["run"]) \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
         .then(**export_args)
     c["stop"].click(stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
@@ -362,7 +362,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["speed"].change(set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)
     c["import_trace"].upload(import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
                              api_name="import_trace", concurrency_id="render", concurrency_limit=4,
-                             show_progress="hidden").then(**export_args)   # no timer left on the panes
+                             show_progress="hidden", show_progress_on=c["import_trace"]).then(**export_args)
 
     gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
           [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",
@@ -390,8 +390,11 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     # raw inputs (preprocess=False): a queue-less event checks the round against the slider's
     # initial range, not the one the run on screen set; ``clamp_round`` bounds it instead
+    # show_progress_on: Gradio marks every output "pending" while an event runs, and "hidden" only
+    # makes its timer transparent; this queue-less tick every WATCHDOG_S wrote the panes, so a
+    # pending timer ("0.3s") could sit on pane 0 after a mistake. No event's timer goes on a pane.
     c["watchdog"].tick(watchdog, [c["status"], *view_state], run_out, api_visibility="private", queue=False,
-                       preprocess=False, show_progress="hidden")
+                       preprocess=False, show_progress="hidden", show_progress_on=c["watchdog"])
 
     def unload(request: gr.Request):
         backend.end_session(_session(request))

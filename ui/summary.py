@@ -11,8 +11,9 @@ from .round_view import pick
 METRICS = ("τ (tau) = tokens committed per round: accepted drafts + the bonus token. tokens/s = new tokens "
            "/ wall time of the run on this machine. Speedup is over the `ar` run of the same comparison "
            "(same prompt and settings), shown only when `ar` ran. Stage times are measured inside the "
-           "decoder; the live view shares the CPU with it, so for clean numbers use "
-           "`python -m dominotree bench`.")
+           "decoder, and the page's drawing is kept off its clock (the decoder waits while the page "
+           "draws), so the ratios here match `python -m dominotree bench`'s within a few per cent; "
+           "the bench averages many prompts.")
 
 
 def render_summary(traces: dict, focus: str | None) -> list:
