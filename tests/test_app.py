@@ -7,6 +7,7 @@ pays for one launch.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import urllib.request
@@ -171,14 +172,20 @@ MISTAKES = [
 
 
 @pytest.mark.parametrize("kw, message", MISTAKES)
-def test_bad_settings_get_one_message_and_change_nothing(app, client, kw, message):
+def test_bad_settings_get_one_message_and_change_nothing(app, client, kw, message, caplog):
     """A mistake answers with one status message; every other output is left as it was (no
-    error over the page) and Run is enabled again."""
+    error over the page) and Run is enabled again. The server logs it as one line, no traceback."""
     args = run_args(kw.pop("methods", ["ar"]), **kw)
-    out = client.predict(*args, api_name="/run")
+    with caplog.at_level(logging.INFO):
+        out = client.predict(*args, api_name="/run")
     status = out[out_index(app, "run", "Status")]
     assert re.search(message, status) and "dt-status-error" in status, status
     assert skipped(out[out_index(app, "run", "Pane 1 text")])          # left as it was, not cleared
+    mistakes = [r for r in caplog.records if r.name == "dominotree.explorer"]
+    assert len(mistakes) == 1 and mistakes[0].levelno == logging.WARNING, [r.getMessage() for r in mistakes]
+    assert mistakes[0].getMessage().startswith("user mistake: ") and "\n" not in mistakes[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in caplog.records]
 
 
 def skipped(value) -> bool:
