@@ -176,3 +176,32 @@ def test_run_scrub_export_import(app, page, tmp_path):
     outside = [u for u in page.requests if not re.match(r"(https?|ws)://127\.0\.0\.1[:/]|blob:|data:", u)]
     assert outside == [], f"the page fetched from outside this machine: {outside[:5]}"
     assert page.errors == [], page.errors
+
+
+def test_comparison_exports_and_replays_whole(app, page, tmp_path):
+    """A three-method comparison is one JSON file; importing it on a fresh page (no run there)
+    brings back every pane with its text, the prompt and the settings."""
+    page.goto(app["url"])
+    page.wait_for_selector("#prompt textarea")
+    page.errors.clear()                                  # leaving a page aborts its connections
+    page.fill("#prompt textarea", PROMPT)
+    set_number(page, "max-new", 12)
+    page.click("#run")                                   # the defaults: ar, ddtree, dominotree
+    page.wait_for_selector("#status .dt-status-done", timeout=120_000)
+    heads = [page.inner_text(f"#pane-{i}-head") for i in range(3)]
+    texts = [page.inner_text(f"#pane-{i}-text") for i in range(3)]
+    assert [h.split()[0] for h in heads] == ["ar", "ddtree", "dominotree"], heads
+    saved = download(page, "export-json", tmp_path)
+    doc = json.loads(saved.read_text())
+    assert doc["schema"] == "dominotree.comparison" and list(doc["traces"]) == ["ar", "ddtree", "dominotree"]
+    assert all(len(t["token_ids"]) == 12 for t in doc["traces"].values())
+
+    page.goto(app["url"])                                # a fresh page: nothing on screen
+    page.wait_for_selector("#prompt textarea")
+    page.errors.clear()
+    page.set_input_files("#import-trace input[type=file]", str(saved))
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Replaying')")
+    assert PROMPT in page.inner_text("#status")
+    assert [page.inner_text(f"#pane-{i}-text") for i in range(3)] == texts
+    assert [page.inner_text(f"#pane-{i}-head").split()[0] for i in range(3)] == ["ar", "ddtree", "dominotree"]
+    assert page.errors == [], page.errors
