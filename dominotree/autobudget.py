@@ -43,18 +43,12 @@ AUTO_METHODS = ("marg", "condstatic", "dominotree")
 NO_BUDGET = ("ar", *CHAIN_METHODS)         # methods that draft no tree: a budget means nothing to them
 
 
-def prefix_tree(tree: Tree, b: int) -> Tree:
-    """The first ``b`` non-root nodes of ``tree`` (in pop order) with the root: the budget-``b`` tree."""
-    n = b + 1
-    return Tree(tree.tokens[:n], tree.parents[:n], tree.depths[:n], tree.scores[:n], tree.marg_scores[:n])
-
-
 def prefix_accept(tree: Tree, target_tokens: list[int], budget_max: int) -> list[int]:
     """``out[b-1]``: tokens the budget-``b`` prefix of ``tree`` commits (accepted drafts + bonus), b = 1..budget_max."""
     out = []
     for b in range(1, budget_max + 1):
         n = min(b, tree.num_nodes)
-        accepted, _ = accept_walk(prefix_tree(tree, n), target_tokens[:n + 1])
+        accepted, _ = accept_walk(tree.prefix(n), target_tokens[:n + 1])
         out.append(len(accepted))
     return out
 

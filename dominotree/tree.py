@@ -46,6 +46,12 @@ class Tree:
         """Non-root nodes (what the budget counts)."""
         return len(self.tokens) - 1
 
+    def prefix(self, budget: int) -> "Tree":
+        """The root and the first ``budget`` nodes in pop order (all of them when fewer): the tree
+        a best-first build of that budget gives."""
+        n = max(0, min(int(budget), self.num_nodes)) + 1
+        return Tree(self.tokens[:n], self.parents[:n], self.depths[:n], self.scores[:n], self.marg_scores[:n])
+
     def same_shape(self, other: "Tree") -> bool:
         """Identical tokens, parents and depths (the structural part of tree identity)."""
         return (self.tokens, self.parents, self.depths) == (other.tokens, other.parents, other.depths)

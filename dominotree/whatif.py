@@ -10,19 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 from .trace import RoundTrace
-from .tree import Tree, accept_walk
-
-
-def sub_tree(tree: Tree, budget: int) -> Tree:
-    """The first ``budget`` nodes (and the root) of ``tree``."""
-    n = max(0, min(int(budget), tree.num_nodes)) + 1
-    return Tree(tree.tokens[:n], tree.parents[:n], tree.depths[:n], tree.scores[:n], tree.marg_scores[:n])
+from .tree import accept_walk
 
 
 def at_budget(rt: RoundTrace, budget: int) -> RoundTrace:
     """``rt`` as it would have gone with budget ``budget``: its sub-tree, accepted path and bonus
     (menus, candidates and the marginal tree are dropped: they describe the full build)."""
-    tree = sub_tree(rt.tree, budget)
+    tree = rt.tree.prefix(budget)
     post = rt.target_tokens[:len(tree.tokens)]
     accepted, bonus = accept_walk(tree, post)
     return dataclasses.replace(rt, tree=tree, target_tokens=list(post), accepted=accepted, bonus=bonus, menus=[],

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from dominotree.autobudget import Calibration, choose, curve, prefix_accept, prefix_tree
+from dominotree.autobudget import Calibration, choose, curve, prefix_accept
 from dominotree.bench.build import random_block, random_head
 from dominotree.builders import build_lazy, build_reference, get_builder
 from dominotree.config import TreeConfig
@@ -31,7 +31,7 @@ def heads():
 
 
 def _same_prefix(big, small, b):
-    p = prefix_tree(big.tree, b)
+    p = big.tree.prefix(b)
     assert (small.tree.tokens, small.tree.parents, small.tree.depths) == (p.tokens, p.parents, p.depths)
     assert small.tree.scores == p.scores and small.tree.marg_scores == p.marg_scores
 
@@ -89,7 +89,7 @@ def test_prefix_accept_is_the_walk_on_the_prefix(heads):
                 post[r] = tree.tokens[kids[-1]]
         got = prefix_accept(tree, post, B)
         for b in range(1, B + 1):
-            assert got[b - 1] == len(accept_walk(prefix_tree(tree, b), post[:b + 1])[0])
+            assert got[b - 1] == len(accept_walk(tree.prefix(b), post[:b + 1])[0])
         assert got == sorted(got) and got[-1] == len(accept_walk(tree, post)[0])
 
 

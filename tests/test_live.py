@@ -86,7 +86,9 @@ def test_comparison_round_trip_and_mixed_prompts(tiny_decoder):
         comparison.read_comparison({**doc, "version": 9})
 
 
-def test_smaller_budget_is_the_pop_order_prefix(tiny_decoder):
+def test_smaller_budget_is_the_pop_order_prefix(tiny_decoder, monkeypatch):
+    from dominotree import decode
+    monkeypatch.setattr(decode, "DRAFT_MIN_ROWS", 10**6)   # whole blocks at every budget: same drafts
     trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=24,
                                                        tree=TreeConfig(budget=32)))
     for rt in trace.rounds:
@@ -98,3 +100,11 @@ def test_smaller_budget_is_the_pop_order_prefix(tiny_decoder):
             assert all(p < i for i, p in enumerate(small.tree.parents) if i)
             assert (small.accepted, small.bonus) == accept_walk(small.tree, rt.target_tokens[:b + 1])
             assert len(small.accepted) <= len(rt.accepted)       # a sub-tree never accepts more
+    # against real decodes at the smaller budgets: their first round (same context, same drafts with
+    # whole blocks; a cut block drafts differently) is the what-if
+    for b in (1, 4, 16):
+        real = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=24,
+                                                          tree=TreeConfig(budget=b))).rounds[0]
+        small = whatif.at_budget(trace.rounds[0], b)
+        assert small.tree.same_shape(real.tree) and small.tree.scores == real.tree.scores, b
+        assert (small.accepted, small.bonus) == (real.accepted, real.bonus), b

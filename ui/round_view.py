@@ -204,6 +204,8 @@ def build_whatif() -> dict:
     with gr.Accordion("What would a smaller budget have accepted?", open=False, elem_id="whatif"):
         budget = lenient(gr.Slider(1, 256, value=8, step=1, label="Budget b (a best-first tree of budget b is the first b "
                                                           "nodes of this round's tree in pop order)",
+                           info="from the same drafts; a real run below budget 16 drafts with a block cut to "
+                                "its depths (at least 8 rows), so its drafts can differ slightly",
                            elem_id="whatif-budget"))
         caption = gr.HTML("", label="What-if", show_label=False, elem_id="whatif-caption")
         tree = gr.Plot(label="The budget-b sub-tree and its accepted path", elem_id="whatif-tree")
