@@ -104,6 +104,8 @@ def cmd_generate(a) -> int:
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
     from .decode import Decoder
     dec = Decoder(pair or load_pair_from_args(a), annotate=bool(a.trace))    # trace-only extras only for --trace
+    if not a.no_warm_up:     # tok/s as bench and the explorer time it: first-call costs paid before
+        dec.warm_up(methods=[a.method])
     trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
     if a.trace:
         trace.to_json(a.trace)
@@ -133,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--no-warm-up", action="store_true",
+                   help="time the first decode of a fresh process as it comes (default: one short untimed "
+                        "decode first, so tok/s leaves out one-time set-up, as bench and the explorer do)")
     g.add_argument("--trace", default=None, help="write the run's trace JSON here")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     g.add_argument("--cost-model", default=None, help="verify-cost profile for --budget auto "

@@ -289,12 +289,14 @@ class Decoder:
         trace.token_text = self.token_text(sorted(seen))
         return trace
 
-    def warm_up(self, max_new_tokens: int = 8) -> None:
-        """One short decode with ``ar`` and with a tree method of each drafter the pair has: the
-        first calls of a loaded pair pay once for allocation, oneDNN packing, the drafters' 8-bit
-        blocks and the GRU table, and a run timed after this is not charged for them."""
-        methods = ["ar"] + [m for kind, m in (("dflash", "ddtree"), ("domino", "dominotree"))
-                            if kind in self.pair.drafters]
+    def warm_up(self, max_new_tokens: int = 8, methods: list[str] | None = None) -> None:
+        """One short decode with each of ``methods`` (default: ``ar`` and a tree method of each
+        drafter the pair has): the first calls of a loaded pair pay once for allocation, oneDNN
+        packing, the drafters' 8-bit blocks and the GRU table, and a run timed after this is not
+        charged for them."""
+        if methods is None:
+            methods = ["ar"] + [m for kind, m in (("dflash", "ddtree"), ("domino", "dominotree"))
+                                if kind in self.pair.drafters]
         for m in methods:
             self.generate("Warm up", DecodeConfig(method=m, max_new_tokens=max_new_tokens, stop_at_eos=False))
 

@@ -47,6 +47,19 @@ def test_generate_matches_ar_in_process(capsys):
     assert outs["ar"] == outs["dominotree"] == outs["ddtree"]
 
 
+def test_warm_up_leaves_sampled_output_unchanged(capsys):
+    """generate's untimed warm-up decode does not move the sampler: --no-warm-up gives the same
+    tokens at T > 0 with the same seed."""
+    outs = []
+    for extra in ([], ["--no-warm-up"]):
+        rc, out, err = run(capsys, "generate", "--preset", "random-tiny", "--method", "dominotree", "--prompt",
+                           "Hi there", "--json", "--max-new-tokens", "16", "--temperature", "0.9", "--seed", "3",
+                           *extra)
+        assert rc == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1])["token_ids"])
+    assert outs[0] == outs[1]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--prompt", ""], "prompt is empty"),
     (["--prompt", "   "], "prompt is empty"),
