@@ -6,15 +6,16 @@
 #   flock /tmp/cpu.lock bash scripts/bench_lean.sh int4        # ~25 min on 2 idle cores
 #   flock /tmp/cpu.lock bash scripts/bench_lean.sh float32
 #   METHODS=ar,hf-generate,dominotree@auto/v8192 flock /tmp/cpu.lock bash scripts/bench_lean.sh int4
+#   OUT=results/lean-int4-zen4 flock /tmp/cpu.lock bash scripts/bench_lean.sh int4    # another machine's folder
 # int4 and float32 run float32 activations (int4 on the C++ kernel; bf16 where it cannot build),
-# bf16 runs bfloat16. Writes results/lean-<weights>/ (machine, cost model, calibrations, bench).
+# bf16 runs bfloat16. Writes results/lean-<weights>/ or $OUT (machine, cost model, calibrations, bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:?usage: $0 int4|float32|bf16}
 case "$W" in bf16) DT=bfloat16 ;; *) DT=float32 ;; esac
 PY=.venv/bin/python
 export HF_HUB_OFFLINE=1
-R=results/lean-$W
+R=${OUT:-results/lean-$W}
 mkdir -p "$R"
 M=(--preset smollm2 --dtype "$DT" --weights "$W" --threads 2)
 { grep -m1 "model name" /proc/cpuinfo; grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } \
