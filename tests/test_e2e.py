@@ -179,21 +179,31 @@ def test_run_scrub_export_import(app, page, tmp_path):
 
 
 def test_comparison_exports_and_replays_whole(app, page, tmp_path):
-    """A three-method comparison is one JSON file; importing it on a fresh page (no run there)
-    brings back every pane with its text, the prompt and the settings."""
+    """A four-method comparison sits in one row at 1280 px, says per pane what a round cost and
+    marks the fastest method; it is one JSON file, and importing it on a fresh page (no run there)
+    brings back every pane with its text, the prompt and the settings, which a mistake after the
+    replay leaves on screen."""
+    names = ["ar", "dflash", "ddtree", "dominotree"]
+    page.set_viewport_size({"width": 1280, "height": 1000})
     page.goto(app["url"])
     page.wait_for_selector("#prompt textarea")
     page.errors.clear()                                  # leaving a page aborts its connections
     page.fill("#prompt textarea", PROMPT)
     set_number(page, "max-new", 12)
-    page.click("#run")                                   # the defaults: ar, ddtree, dominotree
+    page.locator("#methods label", has_text=re.compile(r"^\s*dflash\s*$")).click()   # + the defaults
+    page.click("#run")
     page.wait_for_selector("#status .dt-status-done", timeout=120_000)
-    heads = [page.inner_text(f"#pane-{i}-head") for i in range(3)]
-    texts = [page.inner_text(f"#pane-{i}-text") for i in range(3)]
-    assert [h.split()[0] for h in heads] == ["ar", "ddtree", "dominotree"], heads
+    heads = [page.inner_text(f"#pane-{i}-head") for i in range(4)]
+    texts = [page.inner_text(f"#pane-{i}-text") for i in range(4)]
+    assert [h.split()[0] for h in heads] == names, heads
+    assert sum("fastest" in h for h in heads) == 1
+    assert all(re.search(r"a round cost [\d.]+ ar steps and committed [\d.]+ tokens", h) for h in heads[1:]), heads
+    boxes = [page.locator(f"#pane-{i}-text").bounding_box() for i in range(4)]
+    assert len({round(b["y"]) for b in boxes}) == 1, boxes          # one row, texts start level
+    assert all(b["x"] + b["width"] <= 1280 for b in boxes), boxes
     saved = download(page, "export-json", tmp_path)
     doc = json.loads(saved.read_text())
-    assert doc["schema"] == "dominotree.comparison" and list(doc["traces"]) == ["ar", "ddtree", "dominotree"]
+    assert doc["schema"] == "dominotree.comparison" and list(doc["traces"]) == names
     assert all(len(t["token_ids"]) == 12 for t in doc["traces"].values())
 
     page.goto(app["url"])                                # a fresh page: nothing on screen
@@ -202,6 +212,18 @@ def test_comparison_exports_and_replays_whole(app, page, tmp_path):
     page.set_input_files("#import-trace input[type=file]", str(saved))
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('Replaying')")
     assert PROMPT in page.inner_text("#status")
-    assert [page.inner_text(f"#pane-{i}-text") for i in range(3)] == texts
-    assert [page.inner_text(f"#pane-{i}-head").split()[0] for i in range(3)] == ["ar", "ddtree", "dominotree"]
+    assert [page.inner_text(f"#pane-{i}-text") for i in range(4)] == texts
+    assert [page.inner_text(f"#pane-{i}-head").split()[0] for i in range(4)] == names
+    # mistakes after a replay: a bad file and an empty prompt leave the replay on screen
+    bad = tmp_path / "picture.json"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    page.set_input_files("#import-trace input[type=file]", str(bad))
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Trace not imported')")
+    page.fill("#prompt textarea", "")
+    page.click("#run")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('The prompt is empty')")
+    page.wait_for_selector("#run:not([disabled])")
+    assert [page.inner_text(f"#pane-{i}-text") for i in range(4)] == texts
+    assert page.get_by_text("Error", exact=True).count() == 0
     assert page.errors == [], page.errors
+    page.set_viewport_size({"width": 1500, "height": 1000})
