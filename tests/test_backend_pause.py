@@ -53,3 +53,28 @@ def test_a_page_that_goes_away_never_holds_the_worker(tiny_decoder):
     assert job.resume.is_set() and job.interval is None
     assert job.done.wait(5)          # far sooner than the worker's own PAUSE_LIMIT_S
     assert job.error is None
+
+
+def test_a_silent_decoder_is_stopped_and_reported(tiny_decoder, monkeypatch):
+    """A decoder that stops making rounds (here: it hangs after round 2 until asked to stop) is
+    asked to stop after STALL_S of silence, the job says it stalled, and the run ends with what it
+    had: the page never waits on it for good (issue 11, defect 5)."""
+    monkeypatch.setattr(be, "STALL_S", 0.5)
+    real = tiny_decoder.generate
+
+    def hanging(prompt, cfg, should_stop=None, on_round=None, **kw):
+        def round_then_hang(trace):
+            on_round(trace)
+            if len(trace.rounds) >= 2:
+                while not should_stop():          # silent: no new round, no snapshot
+                    time.sleep(0.01)
+        return real(prompt, cfg, should_stop=should_stop, on_round=round_then_hang, **kw)
+
+    monkeypatch.setattr(tiny_decoder, "generate", hanging)
+    job = be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), MODEL_LOCK).start()
+    t0 = time.perf_counter()
+    silences = [silent for _, silent in be.wait_loop(job, heartbeat=0.1)]
+    assert job.done.is_set() and job.stalled and job.stop.is_set()
+    assert time.perf_counter() - t0 < 10
+    assert max(silences) > be.STALL_S
+    assert job.error is None and 2 <= len(job.result.rounds) < len(real(PROMPT, CFG).rounds)
