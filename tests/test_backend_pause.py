@@ -66,15 +66,15 @@ def test_a_silent_decoder_is_stopped_and_reported(tiny_decoder, monkeypatch):
         def round_then_hang(trace):
             on_round(trace)
             if len(trace.rounds) >= 2:
-                while not should_stop():          # silent: no new round, no snapshot
+                for _ in range(3000):             # silent: no new round, no snapshot (until asked
+                    if should_stop():             # to stop; gives up after ~30 s so a broken stall
+                        break                     # path fails the assertions below, not the suite)
                     time.sleep(0.01)
         return real(prompt, cfg, should_stop=should_stop, on_round=round_then_hang, **kw)
 
     monkeypatch.setattr(tiny_decoder, "generate", hanging)
     job = be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), MODEL_LOCK).start()
-    t0 = time.perf_counter()
     silences = [silent for _, silent in be.wait_loop(job, heartbeat=0.1)]
     assert job.done.is_set() and job.stalled and job.stop.is_set()
-    assert time.perf_counter() - t0 < 10
     assert max(silences) > be.STALL_S
     assert job.error is None and 2 <= len(job.result.rounds) < len(real(PROMPT, CFG).rounds)
