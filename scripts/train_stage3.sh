@@ -15,7 +15,7 @@
 #   STAGE=6 HEAD_VOCAB=8192 HELDOUT_SHARDS=24 TRAIN_FROM=24 scripts/train_stage3.sh 78 60 60
 #                                        # the same, with the training loss over the 8192 most frequent
 #                                        # answer tokens plus each step's labels (the cheaper head)
-#   STAGE=7 PRECISION=bf16 HEAD_VOCAB=8192 HELDOUT_SHARDS=24 TRAIN_FROM=24 scripts/train_stage3.sh 78 95 95
+#   STAGE=7 PRECISION=bf16 HEAD_VOCAB=8192 HELDOUT_SHARDS=24 TRAIN_FROM=24 scripts/train_stage3.sh 78 90 90
 #                                        # bf16 autocast and a bf16 target for the features: on a CPU
 #                                        # with native bf16 (avx512_bf16) 1.8x the steps of float32
 #                                        # (results/train-ablation/speed-zen4)
