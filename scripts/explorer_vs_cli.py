@@ -25,6 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 PROMPT = "A farmer has 17 cows and buys 5 more. How many cows?"
 METHODS = ("ar", "ddtree", "dominotree")
+DONE = "/^(Done|Stopped)/.test(document.querySelector('#status .dt-status')?.innerText ?? '')"
 
 
 def cli_run(a, method: str) -> dict:
@@ -38,8 +39,12 @@ def cli_run(a, method: str) -> dict:
 
 def explorer_run(page, a) -> dict:
     page.fill("#prompt textarea", a.prompt)
+    page.wait_for_selector("#run:not([disabled])")
     page.click("#run")
-    page.wait_for_selector("#status .dt-status-done", timeout=600_000)
+    # The previous run's "Done" stays on screen until this run's first update: wait for the
+    # status to leave it, then for this run's end (reading at once timed the old panes).
+    page.wait_for_function(f"() => !{DONE}", timeout=600_000)
+    page.wait_for_function(f"() => {DONE}", timeout=600_000)
     out = {}
     for k in range(len(METHODS)):
         name = page.inner_text(f"#pane-{k}-head .dt-pane-head > b")

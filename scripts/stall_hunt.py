@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 PROMPT = "A farmer has 17 cows and buys 5 more. How many cows?"
+END = "/^(Done|Stopped|Ready)/.test(document.querySelector('#status .dt-status')?.innerText ?? '')"
 
 
 def main() -> None:
@@ -51,18 +52,15 @@ def main() -> None:
         set_number(page, "max-new", a.max_new)
         for r in range(a.runs + 1):                     # run 0 loads the model and is not counted
             page.wait_for_selector("#run:not([disabled])")
-            old = page.inner_text("#status .dt-status")
             t = time.perf_counter()
             page.click("#run")
-            try:
-                page.wait_for_function("old => { const e = document.querySelector('#status .dt-status');"
-                                       " return e && e.innerText !== old && /^(Done|Stopped|Ready)/.test(e.innerText); }",
-                                       arg=old, timeout=(a.limit * 1000 if r else 600_000))
+            try:       # leave the previous "Done" first (two runs can end on the same status text)
+                page.wait_for_function(f"() => !{END}", timeout=(a.limit * 1000 if r else 600_000))
+                page.wait_for_function(f"() => {END}", timeout=(a.limit * 1000 if r else 600_000))
             except Exception:
                 problems.append(f"run {r}: no end within {a.limit:.0f} s; status: "
                                 f"{page.inner_text('#status')[:160]!r}")
-                page.wait_for_function("() => /^(Done|Stopped|Ready)/.test("
-                                       "document.querySelector('#status .dt-status').innerText)", timeout=300_000)
+                page.wait_for_function(f"() => {END}", timeout=300_000)
             wall = time.perf_counter() - t
             status = page.inner_text("#status")
             tps = {}
