@@ -66,6 +66,7 @@ def main() -> None:
     import ui
     from playwright.sync_api import sync_playwright
     from test_e2e import FLAGS, set_number
+    from ui import model_thread         # the bench decodes on the page's thread (one OpenMP pool)
     from ui.backend import Backend, ModelChoice
     from dominotree.comparison import machine
     backend = Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu"))
@@ -97,7 +98,7 @@ def main() -> None:
             runs["explorer"].append(explorer_run(page, a))
             stages["explorer"].append({t.method: t.stage_ms() for t in seen[-len(METHODS):]})
             runs["cli"].append({m: cli_run(a, m)["tokens_per_s"] for m in METHODS})
-            traces = {m: bench.generate(a.prompt, DecodeConfig(
+            traces = {m: model_thread.call(bench.generate, a.prompt, DecodeConfig(
                 method=m, max_new_tokens=a.max_new, tree=TreeConfig(budget=16, corr_topm=64, node_topk=8)))
                 for m in METHODS}
             runs["bench"].append({m: t.tokens_per_s for m, t in traces.items()})

@@ -1,7 +1,8 @@
 """The explorer's backend: the loaded model pair, one lock for model work, per-session stop
 flags and export folders. No Gradio here, and no model math: decoding is ``Decoder.generate``.
 
-A run happens in a worker thread; after every round the worker stores a snapshot of the
+A run happens on the model thread (``model_thread``: all of the explorer's torch work runs on
+that one thread, for libgomp's sake); after every round the worker stores a snapshot of the
 growing trace (copies of its lists, so the UI thread never reads a list being appended to). When
 the page is due an update, the worker pauses at that round's end until the page has drawn the
 snapshot and Gradio has sent it (``wait_loop`` resumes it): drawing never shares the cores or the
@@ -23,6 +24,8 @@ from dominotree import live
 from dominotree.config import METHODS, ConfigError, DecodeConfig
 from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
 from dominotree.trace import DecodeTrace, RoundTrace
+
+from . import model_thread
 
 MAX_PROMPT_CHARS = 4000        # the decoder also refuses prompts over MAX_PROMPT_TOKENS tokens
 MAX_NEW_TOKENS = 1024
@@ -88,7 +91,7 @@ def round_token_ids(rt: RoundTrace) -> set[int]:
 
 
 class Job:
-    """One ``generate`` call in a worker thread, with the latest per-round snapshot."""
+    """One ``generate`` call on the model thread, with the latest per-round snapshot."""
 
     def __init__(self, decoder, prompt: str, cfg: DecodeConfig, stop: threading.Event, lock: threading.Lock,
                  interval=None):
@@ -105,7 +108,6 @@ class Job:
         self.resume.set()
         self.interval = interval          # seconds between page updates (a callable); None: no pauses
         self.shown = float("-inf")        # when the worker last paused for the page
-        self.thread = threading.Thread(target=self._run, name=f"decode-{cfg.method}", daemon=True)
 
     def _snapshot(self, trace: DecodeTrace) -> None:
         text = dict(trace.token_text)
@@ -140,7 +142,7 @@ class Job:
             self.updated.set()
 
     def start(self) -> "Job":
-        self.thread.start()
+        model_thread.submit(self._run)
         return self
 
     def wait(self, timeout: float) -> None:
@@ -177,6 +179,9 @@ class Backend:
             return self._decoder
         if self.locked and choice != self.choice:
             raise ConfigError(LOCKED_NOTE)
+        return model_thread.call(self._load, choice)
+
+    def _load(self, choice: ModelChoice):
         from dominotree.decode import Decoder
         from dominotree.presets import load_pair
         with self.model_lock:

@@ -24,7 +24,8 @@ POLL_S = 1.0
 
 
 class Calibration:
-    """One ``calibrate_here`` call in a worker thread: its stage text, result or error."""
+    """One ``calibrate_here`` call on the model thread, waited for in a thread of its own that the
+    page polls: its stage text, result or error."""
 
     def __init__(self, backend: be.Backend, decoder, draft_vocab: int):
         self.stage = "waiting for the model"
@@ -38,11 +39,13 @@ class Calibration:
 
     def _run(self, backend, decoder, draft_vocab) -> None:
         from dominotree.bench.calibrate import calibrate_here
-        try:
+        def work():
             with backend.model_lock:
                 cm, choice = calibrate_here(decoder, draft_vocab=draft_vocab, on_stage=self._say)
                 decoder.cost_model = cm            # the adaptive methods (caddtree, condadaptive) can run now
-            self.result = choice
+            return choice
+        try:
+            self.result = be.model_thread.call(work)   # this thread only waits for it
         except BaseException as e:  # reported to the page
             self.error = e
         finally:

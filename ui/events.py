@@ -209,7 +209,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                    else unchanged("Nothing decoded: every method failed (see the warnings)."))
             return
         if choice.dtype != "float32":
-            diagnose_ties(decoder, prompt_ids, traces)
+            be.model_thread.call(diagnose_ties, decoder, prompt_ids, traces)
         last = list(traces)[-1]
         n = len(traces[last].rounds)
         word = "Stopped" if stop.is_set() else "Done"
