@@ -157,11 +157,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--skip-ar", action="store_true")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma list of the curves' labels "
-                    "(default: all; e.g. 'int4 / fast')")
+    ap.add_argument("--configs", default=";".join(CONFIGS), help="the curves' labels separated by ';' "
+                    "(some labels hold commas; default: all; e.g. 'int4 / fast;bf16 / fast')")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="comma list of row counts")
     a = ap.parse_args(argv)
-    configs = [c.strip() for c in a.configs.split(",") if c.strip()]
+    configs = [c.strip() for c in a.configs.split(";") if c.strip()]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         ap.error(f"unknown configs {unknown}; choose from {list(CONFIGS)}")

@@ -110,7 +110,7 @@ def take_screenshot(page, r: int, path: str) -> None:
     page.screenshot(path=path, full_page=True, clip={"x": 0, "y": 0, "width": 1500, "height": bottom + 16})
 
 
-def test_run_scrub_export_import(app, page, tmp_path):
+def test_run_scrub_export_import(app, page, tmp_path, monkeypatch):
     page.goto(app["url"])
     page.wait_for_selector("#prompt textarea")
     # random-tiny has no budget calibration here: auto is offered, off, with the command that makes one
@@ -121,8 +121,12 @@ def test_run_scrub_export_import(app, page, tmp_path):
         page.locator("#methods label", has_text=re.compile(rf"^\s*{m}\s*$")).click()
     set_number(page, "budget", 32)
     set_number(page, "max-new", 24)
+    drew, real_drew = [], app["backend"].page_drew
+    monkeypatch.setattr(app["backend"], "page_drew", lambda s: (drew.append(s), real_drew(s)))
     page.click("#run")
     page.wait_for_selector("#status .dt-status-done", timeout=120_000)
+    # the page said when it had drawn the streamed update (the decoder waits for it, off its clock)
+    assert drew and len(set(drew)) == 1
     assert "dominotree" in page.inner_text("#pane-0-head")
     assert page.locator("#pane-0-text .dt-text .dt-tok").count() == 24
 

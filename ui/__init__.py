@@ -14,7 +14,7 @@ from dominotree.trace import MAX_TRACE_BYTES
 
 from .backend import Backend
 from .controls import build_controls
-from .events import WATCHDOG_S, status_html, wire
+from .events import PAGE_JS, WATCHDOG_S, status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
 from .round_view import build_round_details, build_round_view, build_topm, build_whatif
@@ -34,7 +34,7 @@ def launch_kwargs() -> dict:
     """Settings for ``demo.launch``: no external fonts, no share link, bounded uploads."""
     return dict(theme=gr.themes.Default(font=SYSTEM_SANS, font_mono=SYSTEM_MONO),
                 css_paths=[ASSETS / "style.css"], share=False, max_file_size=MAX_TRACE_BYTES,
-                footer_links=["api"], ssr_mode=False)
+                footer_links=["api"], ssr_mode=False, js=PAGE_JS)
 
 
 def build_app(backend: Backend | None = None) -> gr.Blocks:
@@ -56,6 +56,8 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
                 c.update(build_timing())
                 c.update(build_topm())
                 c.update(build_summary())
+        # clicked by the page's script when it has drawn a streamed update (events.PAGE_JS)
+        c["drawn"] = gr.Button("drawn", elem_id="drawn", elem_classes=["dt-offscreen"])
         wire(backend, c, demo)
     return demo
 

@@ -94,8 +94,9 @@ class Job:
     """One ``generate`` call on the model thread, with the latest per-round snapshot."""
 
     def __init__(self, decoder, prompt: str, cfg: DecodeConfig, stop: threading.Event, lock: threading.Lock,
-                 interval=None):
+                 interval=None, drawn: threading.Event | None = None):
         self.decoder, self.prompt, self.cfg, self.stop = decoder, prompt, cfg, stop
+        self.drawn = drawn                # set by the page when it has drawn an update (None: no page)
         self.lock = lock
         self.latest: DecodeTrace | None = None
         self.version = 0
@@ -120,12 +121,16 @@ class Job:
         pause = interval is not None and time.perf_counter() - self.shown >= interval()
         if pause:                 # before the snapshot is published: whoever sees it sees the pause
             self.resume.clear()
+            if self.drawn is not None:
+                self.drawn.clear()
         self.latest = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
                                           token_text=dict(text))
         self.version += 1
         if pause:
             self.updated.set()
-            self.resume.wait(PAUSE_LIMIT_S)    # the page draws this round (off the decoder's clock)
+            self.resume.wait(PAUSE_LIMIT_S)    # Gradio sends this round (off the decoder's clock)
+            if self.drawn is not None:         # and the browser draws it: on a small machine its
+                self.drawn.wait(DRAW_LIMIT_S)  # drawing would take cores from the next rounds
             self.shown = time.perf_counter()
 
     def _run(self) -> None:
@@ -163,6 +168,7 @@ class Backend:
         self._decoder = decoder
         self._loaded: ModelChoice | None = self.choice if decoder is not None else None
         self._stops: dict[str, threading.Event] = {}
+        self._drawn: dict[str, threading.Event] = {}
         self._busy: set[str] = set()            # sessions with a queued or running run
         self._busy_lock = threading.Lock()
         self._dirs: dict[str, Path] = {}
@@ -226,7 +232,15 @@ class Backend:
     def start(self, session: str, prompt: str, cfg: DecodeConfig, interval=None) -> Job:
         """A started Job; with ``interval`` (seconds between page updates, a callable) its worker
         pauses for the page from the first round on (``wait_loop``)."""
-        return Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock, interval).start()
+        return Job(self.decoder(), prompt, cfg, self.stop_flag(session), self.model_lock, interval,
+                   self.drawn_flag(session) if interval is not None else None).start()
+
+    def drawn_flag(self, session: str) -> threading.Event:
+        """Set when the session's page reports it has drawn a streamed update (``page_drew``)."""
+        return self._drawn.setdefault(session, threading.Event())
+
+    def page_drew(self, session: str) -> None:
+        self.drawn_flag(session).set()
 
     def stop_flag(self, session: str) -> threading.Event:
         return self._stops.setdefault(session, threading.Event())
@@ -268,6 +282,7 @@ class Backend:
         with self._busy_lock:
             self._busy.discard(session)
             self._stops.pop(session, None)
+            self._drawn.pop(session, None)
         d = self._dirs.pop(session, None)
         if d is not None:
             shutil.rmtree(d, ignore_errors=True)
@@ -275,6 +290,7 @@ class Backend:
 
 STALL_S = 120.0     # a decoder silent this long is stopped and reported (a round takes < 10 s here)
 PAUSE_LIMIT_S = 10.0  # a worker paused for the page goes on after this long whatever the page does
+DRAW_LIMIT_S = 2.0    # and waits at most this long for the browser to say it has drawn the update
 
 
 def wait_loop(job: Job, heartbeat: float = 3.0):

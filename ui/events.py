@@ -27,11 +27,22 @@ STREAM_INTERVAL = 1.0          # seconds between streamed updates, at least
 MAX_INTERVAL = 3.0             # and at most (the page never waits longer for news of a live run)
 WATCHDOG_S = 3.0               # the page asks this often whether a run it shows as live has ended
 RENDER_SHARE = 0.05            # drawing adds at most this share to a run's wall time (decoding pauses for it)
-# The run's first update clears every figure and redraws the panes: the browser's heaviest draw.
-# The worker stays paused (off its clock) this long after it is sent, so that draw does not share
-# the CPU with the first method's first rounds (on a 2-core machine with the browser on it,
-# `ar` first in the comparison read 16 % slow per step without this; results/explorer_vs_cli.json).
-FIRST_DRAW_S = 0.6
+# The page tells the server when it has drawn a streamed update (PAGE_JS clicks the hidden
+# "drawn" button once the browser is idle after it), and the worker stays paused, off its clock,
+# until then (ui/backend.py: Job, DRAW_LIMIT_S). The run's first update, which clears every figure,
+# is the browser's heaviest draw; on a 2-core machine with the browser on it, `ar`, first in a
+# comparison, read 20-30 % slow while that draw overlapped its rounds (results/explorer_vs_cli.json).
+PAGE_JS = """() => {
+  let last = "";
+  const ack = () => document.getElementById("drawn")?.click();
+  new MutationObserver(() => {
+    const s = document.querySelector("#status .dt-status");
+    const text = s ? s.innerText : "";
+    if (!text.startsWith("Decoding") || text === last) return;
+    last = text;
+    requestAnimationFrame(() => requestAnimationFrame(() => requestIdleCallback(ack, {timeout: 1500})));
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
 
 
 def _session(request: gr.Request | None) -> str:
@@ -179,15 +190,12 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                           + (f" · no new round for {silent:.0f} s" if silent >= 5 else "") + auto_note
                     out = render_all(traces, cfg.method, len(snap.rounds), show, status_html(msg),
                                      running=cfg.method, pending=wanted, light=True)
-                    clearing = first
                     if first:          # the old run's figures go with the new run's first update
                         for key in ("tree", "mvc", "topm", "hist", "depth", "timing", "builder"):
                             out[everything.index(c[key])] = None
                         out[everything.index(c["table"])] = empty_table()
                         first = False
                     yield [*out, gr.skip()]
-                    if clearing and not job.done.is_set():
-                        time.sleep(FIRST_DRAW_S)     # the worker is paused on this snapshot
                     # Gradio serializes and sends the update before resuming us (and the decoder): that counts too
                     interval[0] = min(MAX_INTERVAL, max(STREAM_INTERVAL, (time.perf_counter() - t0) / RENDER_SHARE))
             finally:
@@ -335,6 +343,11 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
         .then(**export_args)
     c["stop"].click(stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
+
+    def drawn(request: gr.Request):
+        backend.page_drew(_session(request))
+
+    c["drawn"].click(drawn, None, None, api_visibility="private", queue=False, show_progress="hidden")
     c["load"].click(load, [c["preset"], c["target"], c["drafters"], c["device"], c["dtype"]],
                     [c["status"], c["methods"]], api_name="load_model", concurrency_id=MODEL_QUEUE,
                     concurrency_limit=1)
