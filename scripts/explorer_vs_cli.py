@@ -43,8 +43,10 @@ def explorer_run(page, a) -> dict:
     page.click("#run")
     # The previous run's "Done" stays on screen until this run's first update: wait for the
     # status to leave it, then for this run's end (reading at once timed the old panes).
-    page.wait_for_function(f"() => !{DONE}", timeout=600_000)
-    page.wait_for_function(f"() => {DONE}", timeout=600_000)
+    # polled every 100 ms, not on every animation frame (Playwright's default): a frame loop would
+    # keep the browser drawing, which a person watching the page does not do
+    page.wait_for_function(f"() => !{DONE}", timeout=600_000, polling=100)
+    page.wait_for_function(f"() => {DONE}", timeout=600_000, polling=100)
     out = {}
     for k in range(len(METHODS)):
         name = page.inner_text(f"#pane-{k}-head .dt-pane-head > b")
