@@ -1,8 +1,11 @@
 """The explorer's live tok/s ratios between methods against the command line's, on one prompt.
 
     flock /tmp/cpu.lock .venv/bin/python scripts/explorer_vs_cli.py [--reps 3] [--out results/explorer_vs_cli.json]
+                                                                    [--server process|here]
 
-Serves the explorer (smollm2, float32) on a free local port and drives it in headless Debian
+Serves the explorer (smollm2, float32) on a free local port (``app.py`` in its own process, as
+``make run`` does; ``--server here`` serves it in this process and adds the same decodes run in
+that process and each stage's time) and drives it in headless Debian
 Chromium as a user would: the default comparison (ar, ddtree, dominotree), page rendering
 included; tok/s are read from the pane headers. The command line is ``python -m dominotree
 generate --json`` per method, each in its own process. Rounds are interleaved (explorer, then
@@ -37,6 +40,29 @@ def cli_run(a, method: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def serve_process(a):
+    """``app.py`` in its own process on a free loopback port, once it answers: (process, url)."""
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "app.py", "--preset", a.preset, "--dtype", a.dtype, "--port", str(port)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return server, url
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit(f"app.py exited with {server.returncode}")
+            time.sleep(1)
+    server.terminate()
+    raise SystemExit("app.py did not answer within 5 minutes")
+
+
 def explorer_run(page, a) -> dict:
     page.fill("#prompt textarea", a.prompt)
     page.wait_for_selector("#run:not([disabled])")
@@ -64,6 +90,10 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "results" / "explorer_vs_cli.json"))
+    ap.add_argument("--server", choices=["process", "here"], default="process",
+                    help="process: app.py in its own process, as `make run` serves it (default); here: in "
+                         "this process, with the in-process bench and each stage's time (Playwright's "
+                         "client then shares the server's process and GIL, which slows the page's ar)")
     a = ap.parse_args()
     import ui
     from playwright.sync_api import sync_playwright
@@ -71,10 +101,14 @@ def main() -> None:
     from ui import model_thread         # the bench decodes on the page's thread (one OpenMP pool)
     from ui.backend import Backend, ModelChoice
     from dominotree.comparison import machine
-    backend = Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu"))
-    demo, url = ui.serve_locally(backend)
-    runs = {"explorer": [], "cli": [], "bench": []}
-    stages = {"explorer": [], "bench": []}          # mean ms per round of each stage
+    here = a.server == "here"
+    if here:
+        backend = Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu"))
+        demo, url = ui.serve_locally(backend)
+    else:
+        server, url = serve_process(a)
+    runs = {"explorer": [], "cli": [], **({"bench": []} if here else {})}
+    stages = {"explorer": [], "bench": []} if here else {}     # mean ms per round of each stage
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
         page = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
@@ -87,33 +121,41 @@ def main() -> None:
         cli_run(a, "ar")
         from dominotree.config import DecodeConfig, TreeConfig
         from dominotree.decode import Decoder
-        bench = Decoder(backend.decoder().pair, annotate=False)   # the bench's definition
         import dominotree.live as lv
-        explorer_generate, seen = lv.generate, []
+        seen = []
+        if here:
+            bench = Decoder(backend.decoder().pair, annotate=False)   # the bench's definition
+            explorer_generate = lv.generate
 
-        def recorded(*args, **kw):           # the page's own traces: where their time went
-            t = explorer_generate(*args, **kw)
-            seen.append(t)
-            return t
-        lv.generate = recorded
+            def recorded(*args, **kw):           # the page's own traces: where their time went
+                t = explorer_generate(*args, **kw)
+                seen.append(t)
+                return t
+            lv.generate = recorded
         for r in range(a.reps):
+            time.sleep(2)                        # a person looks at the result before the next Run
             runs["explorer"].append(explorer_run(page, a))
-            stages["explorer"].append({t.method: t.stage_ms() for t in seen[-len(METHODS):]})
             runs["cli"].append({m: cli_run(a, m)["tokens_per_s"] for m in METHODS})
-            traces = {m: model_thread.call(bench.generate, a.prompt, DecodeConfig(
-                method=m, max_new_tokens=a.max_new, tree=TreeConfig(budget=16, corr_topm=64, node_topk=8)))
-                for m in METHODS}
-            runs["bench"].append({m: t.tokens_per_s for m, t in traces.items()})
-            stages["bench"].append({m: t.stage_ms() for m, t in traces.items()})
+            if here:
+                stages["explorer"].append({t.method: t.stage_ms() for t in seen[-len(METHODS):]})
+                traces = {m: model_thread.call(bench.generate, a.prompt, DecodeConfig(
+                    method=m, max_new_tokens=a.max_new, tree=TreeConfig(budget=16, corr_topm=64, node_topk=8)))
+                    for m in METHODS}
+                runs["bench"].append({m: t.tokens_per_s for m, t in traces.items()})
+                stages["bench"].append({m: t.stage_ms() for m, t in traces.items()})
             print(f"repeat {r + 1}: " + "; ".join(f"{k} {v[-1]}" for k, v in runs.items()), flush=True)
         browser.close()
-    demo.close()
+    if here:
+        demo.close()
+    else:
+        server.terminate()
+        server.wait(30)
     ratios = {src: {m: statistics.median(x[m] / x["ar"] for x in runs[src]) for m in METHODS} for src in runs}
     tps = {src: {m: statistics.median(x[m] for x in runs[src]) for m in METHODS} for src in runs}
     gap = {m: ratios["explorer"][m] / ratios["cli"][m] - 1 for m in METHODS if m != "ar"}
-    gap_bench = {m: ratios["explorer"][m] / ratios["bench"][m] - 1 for m in METHODS if m != "ar"}
+    gap_bench = {m: ratios["explorer"][m] / ratios["bench"][m] - 1 for m in METHODS if m != "ar" and here}
     result = {"prompt": a.prompt, "preset": a.preset, "dtype": a.dtype, "max_new_tokens": a.max_new,
-              "budget": 16, "corr_topm": 64, "node_topk": 8, "reps": a.reps, "machine": machine(),
+              "budget": 16, "corr_topm": 64, "node_topk": 8, "reps": a.reps, "server": a.server, "machine": machine(),
               "host": platform.node(), "seconds": round(time.time() - t0, 1),
               "median_tokens_per_s": tps, "median_ratio_vs_ar": ratios, "explorer_ratio_vs_cli_ratio_minus_1": gap,
               "explorer_ratio_vs_bench_ratio_minus_1": gap_bench,
@@ -124,8 +166,8 @@ def main() -> None:
               "runs": runs}
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     for m in METHODS[1:]:
-        print(f"{m}: explorer {ratios['explorer'][m]:.3f}x ar, cli {ratios['cli'][m]:.3f}x ar "
-              f"({gap[m] * 100:+.1f} %), bench {ratios['bench'][m]:.3f}x ar ({gap_bench[m] * 100:+.1f} %)")
+        print(f"{m}: explorer {ratios['explorer'][m]:.3f}x ar, cli {ratios['cli'][m]:.3f}x ar ({gap[m] * 100:+.1f} %)"
+              + (f", bench {ratios['bench'][m]:.3f}x ar ({gap_bench[m] * 100:+.1f} %)" if here else ""))
     print(a.out)
 
 
