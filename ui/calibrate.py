@@ -4,15 +4,15 @@ A budget that wins on one CPU loses on another (a wide verify is nearly free wit
 several one-row steps without it), so ``auto`` reads a calibration made on this machine. The
 button runs ``bench.calibrate.calibrate_here`` (the verify-cost profile, then the budget
 calibration of ``dominotree`` for the chosen dtype and draft vocabulary; the files the CLI's
-``profile-cost`` and ``calibrate-budget`` write) in a worker thread holding the model lock, so a
+``profile-cost`` and ``calibrate-budget`` write) on the model thread holding the model lock, so a
 Run waits for it. The page streams what runs; at the end the auto checkbox is on, saying what
 it chose. On a shared (classroom) server only the operator calibrates, from the command line.
 """
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from concurrent.futures import wait
 
 import gradio as gr
 
@@ -24,32 +24,27 @@ POLL_S = 1.0
 
 
 class Calibration:
-    """One ``calibrate_here`` call on the model thread, waited for in a thread of its own that the
-    page polls: its stage text, result or error."""
+    """One ``calibrate_here`` call on the model thread: its stage text and, in ``future``, its
+    result or error."""
 
     def __init__(self, backend: be.Backend, decoder, draft_vocab: int):
         self.stage = "waiting for the model"
-        self.result = self.error = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(backend, decoder, draft_vocab), daemon=True,
-                                       name="calibrate")
+        self.backend, self.decoder, self.draft_vocab = backend, decoder, draft_vocab
+        self.future = None
 
     def _say(self, text: str) -> None:
         self.stage = text
 
-    def _run(self, backend, decoder, draft_vocab) -> None:
+    def _work(self):
         from dominotree.bench.calibrate import calibrate_here
-        def work():
-            with backend.model_lock:
-                cm, choice = calibrate_here(decoder, draft_vocab=draft_vocab, on_stage=self._say)
-                decoder.cost_model = cm            # the adaptive methods (caddtree, condadaptive) can run now
-            return choice
-        try:
-            self.result = be.model_thread.call(work)   # this thread only waits for it
-        except BaseException as e:  # reported to the page
-            self.error = e
-        finally:
-            self.done.set()
+        with self.backend.model_lock:
+            cm, choice = calibrate_here(self.decoder, draft_vocab=self.draft_vocab, on_stage=self._say)
+            self.decoder.cost_model = cm        # the adaptive methods (caddtree, condadaptive) can run now
+        return choice
+
+    def start(self) -> "Calibration":
+        self.future = be.model_thread.submit(self._work)
+        return self
 
 
 def wire(backend: be.Backend, c: dict, status_html, model_queue: str) -> None:
@@ -70,16 +65,17 @@ def wire(backend: be.Backend, c: dict, status_html, model_queue: str) -> None:
             yield status_html(f"Could not calibrate: {e}", "error"), gr.skip(), gr.skip()
             return
         started = time.perf_counter()
-        job.thread.start()
-        while not job.done.wait(POLL_S):
+        job.start()
+        while not wait([job.future], timeout=POLL_S).done:
             yield status_html(f"Calibrating this machine · {job.stage} · {time.perf_counter() - started:.0f} s "
                               "(a Run waits until it ends)"), gr.skip(), gr.skip()
         took = time.perf_counter() - started
-        if job.error is not None:
-            log.warning("calibration failed: %s", job.error)
-            yield status_html(f"Calibration failed after {took:.0f} s: {job.error}", "error"), gr.skip(), gr.skip()
+        error = job.future.exception()
+        if error is not None:
+            log.warning("calibration failed: %s", error)
+            yield status_html(f"Calibration failed after {took:.0f} s: {error}", "error"), gr.skip(), gr.skip()
             return
-        ch = job.result
+        ch = job.future.result()
         at = {r["budget"]: r["predicted_tokens_per_s"] for r in ch.curve}
         vs16 = f" (predicted {at[ch.budget]:.1f} tok/s against {at[16]:.1f} at budget 16)" if 16 in at else ""
         yield (status_html(f"Calibrated in {took:.0f} s: auto = dominotree budget {ch.budget}{vs16}; saved "

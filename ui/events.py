@@ -35,13 +35,18 @@ RENDER_SHARE = 0.05            # drawing adds at most this share to a run's wall
 PAGE_JS = """() => {
   let last = "";
   const ack = () => document.getElementById("drawn")?.click();
-  new MutationObserver(() => {
-    const s = document.querySelector("#status .dt-status");
-    const text = s ? s.innerText : "";
+  const changed = () => {
+    const text = document.querySelector("#status .dt-status")?.textContent ?? "";
     if (!text.startsWith("Decoding") || text === last) return;
     last = text;
     requestAnimationFrame(() => requestAnimationFrame(() => requestIdleCallback(ack, {timeout: 1500})));
-  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+  };
+  const watch = () => {          // the status line only: the rest of the page mutates all the time
+    const status = document.getElementById("status");
+    if (!status) return setTimeout(watch, 200);
+    new MutationObserver(changed).observe(status, {childList: true, subtree: true, characterData: true});
+  };
+  watch();
 }"""
 
 

@@ -14,7 +14,9 @@ all torch work on this one thread the process holds one pool.
 
 ``call`` runs a function here and returns its result (or raises its error); called from this
 thread it runs inline. Take the model lock inside the function, never around ``call``: a lock
-held by a thread that waits for this one would deadlock a queued job that needs it.
+held by a thread that waits for this one would deadlock a queued job that needs it. Not a
+one-worker ``ThreadPoolExecutor``: its thread is joined at interpreter exit, so stopping the app
+would wait for a running decode; this one is a daemon.
 """
 from __future__ import annotations
 
