@@ -81,8 +81,11 @@ def default_device() -> str:
 
 
 FORWARDS = ("fast", "hf")
-WEIGHTS = ("int4", "bf16", "float32")
+WEIGHTS = ("int4", "int4-q8", "bf16", "float32")
 WEIGHT_DTYPES = {"bf16": torch.bfloat16, "float32": torch.float32}   # int4: float32 loaded, then packed
+# the GGUF's 4-bit blocks: with float32 activations, or with each activation row in 8-bit blocks
+# of 32 as llama.cpp multiplies them (integer dot products, models/quantcpu.Q4Q8Linear)
+INT4_WEIGHTS = ("int4", "int4-q8")
 # Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
 # with the C++ kernel (models/quantcpu.py) int4 runs float32 activations, so every method equals its
 # `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,
@@ -114,42 +117,48 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise PresetError(f"target folder {folder} does not exist or has no config.json")
-    if weights == "int4" and (forward != "fast" or torch.device(device).type != "cpu"):
-        raise ConfigError("int4 weights run on the fast forward on the CPU only (--forward fast --device cpu)")
+    if weights in INT4_WEIGHTS and (forward != "fast" or torch.device(device).type != "cpu"):
+        raise ConfigError(f"{weights} weights run on the fast forward on the CPU only (--forward fast --device cpu)")
+    if weights == "int4-q8":
+        from .models.cpuext import available
+        if available() is not None:
+            raise ConfigError(f"int4-q8 weights need the C++ kernels: {available()}")
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    load_dtype = torch.float32 if weights == "int4" else WEIGHT_DTYPES.get(weights, dtype)
+    load_dtype = torch.float32 if weights in INT4_WEIGHTS else WEIGHT_DTYPES.get(weights, dtype)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=load_dtype, attn_implementation="sdpa",
                                                  local_files_only=True).to(device)
     fast = None
     if forward == "fast":
         why = fast_support(model.config)
         if why is not None:
-            if weights == "int4":
-                raise ConfigError(f"int4 weights need the fast forward: {why}")
+            if weights in INT4_WEIGHTS:
+                raise ConfigError(f"{weights} weights need the fast forward: {why}")
             print(f"[dominotree] {why}; using the transformers forward", file=sys.stderr)
-        elif weights == "int4":
+        elif weights in INT4_WEIGHTS:
             from .models.quant import gguf_q4_1, int4_activations, int4_linear
             cfg = model.config
             blocks = gguf_q4_1(gguf, cfg.num_attention_heads, cfg.num_key_value_heads) if gguf else None
             act = int4_activations()
-            head = q8_head(gguf, model) if gguf and act == torch.float32 else None
-            fast = FastModel(model, linear=int4_linear(blocks, act), dtype=act, head_linear=head)
+            head = q8_head(gguf, model, q8=weights == "int4-q8") if gguf and act == torch.float32 else None
+            fast = FastModel(model, linear=int4_linear(blocks, act, q8=weights == "int4-q8"), dtype=act,
+                             head_linear=head)
             model = model.to(act)   # the drafters' embedding and LM head
         else:
             fast = FastModel(model)
     return Target(model, tok, name=folder.name, fast=fast, weights=weights)
 
 
-def q8_head(gguf, model):
-    """The GGUF's 8-bit embedding as the LM head (``quantcpu.Q8Linear``) when it is exactly the
-    loaded model's float32 head (tied, dequantized from it), else None (the dense head stays)."""
+def q8_head(gguf, model, q8: bool = False):
+    """The GGUF's 8-bit embedding as the LM head (``quantcpu.Q8Linear``; ``q8``: ``Q8Q8Linear``, 8-bit
+    activation blocks) when it is exactly the loaded model's float32 head (tied, dequantized from
+    it), else None (the dense head stays)."""
     from .models.quant import gguf_q8_0
-    from .models.quantcpu import Q8Linear
+    from .models.quantcpu import Q8Linear, Q8Q8Linear
     found = gguf_q8_0(gguf)
     weight = model.get_output_embeddings().weight
     if found is None or tuple(found[0].shape) != tuple(weight.shape) or weight.dtype != torch.float32:
         return None
-    head = Q8Linear(*found)
+    head = (Q8Q8Linear if q8 else Q8Linear)(*found)
     return head if torch.equal(head.weight(), weight.detach()) else None
 
 
@@ -162,7 +171,7 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
               weights: str | None = None) -> Pair:
     """Load a preset, or a target folder with drafter folders (kinds read from their configs).
 
-    ``weights`` (int4, bf16, float32) sets the target's weights; None: the preset's default
+    ``weights`` (int4, int4-q8, bf16, float32) sets the target's weights; None: the preset's default
     (``default_weights``), else ``dtype``. Drafters always run in ``dtype``."""
     dtype = parse_dtype(dtype)
     device = device or default_device()
@@ -189,9 +198,9 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
             # quantized setting); the Domino correction keeps F.linear, whose exact shapes the
             # builders share (their trees are compared bit for bit)
             products = onednn_products
-            if tgt.weights == "int4":
-                from .models.quantcpu import q8_products
-                products = q8_products
+            if tgt.weights in INT4_WEIGHTS:
+                from .models.quantcpu import q8_products, q8q8_products
+                products = q8q8_products if tgt.weights == "int4-q8" else q8_products
             products(d.fc)
             products(d.layers)
             pair.drafters[kind] = d

@@ -1,8 +1,12 @@
 """The project's C++ CPU kernels (``kernels/*.cpp``): built once, loaded as torch ops.
 
 - ``kernels/quant.cpp``: 4-bit (Q4_1) weight products with float32 activations (``quantcpu``);
+- ``kernels/q8act.cpp``: 4-bit (Q4_1) and 8-bit (Q8_0) weights times 8-bit activation blocks in
+  integer dot products (AVX-512 VNNI where the CPU has it, else AVX2; ``quantcpu``, ``int4-q8``);
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
-  cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU.
+  cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU;
+- ``kernels/attention.cpp``: attention whose rows do not depend on each other (a verify row gets a
+  one-row step's bits), used by ``fast.FastModel`` in float32 on CPU after the prefill.
 
 They need x86-64 with AVX2 and FMA, Linux, a C++ compiler and ninja (``make setup`` installs both
 and builds them: about 30 s once per torch version, into ``~/.cache/dominotree/kernels``).

@@ -264,10 +264,14 @@ class FastModel:
 
     def _q4_weights(self, layer: Layer) -> list | None:
         """The tensors of ``dominotree_layer.q4_block`` when every product of ``layer`` is one
-        bias-free ``Q4Linear`` (fused q/k/v and gate/up) and the fused steps run, else None."""
-        from .quantcpu import Q4Linear
+        bias-free ``Q4Linear``, or one ``Q4Q8Linear`` whose outputs fill its tiles (fused q/k/v and
+        gate/up), and the fused steps run, else None."""
+        from .quantcpu import LANES, Q4Linear, Q4Q8Linear
         lins = [*layer.qkv, layer.o, *layer.gate_up, layer.down]
-        if not self.kernels or len(lins) != 4 or not all(type(li) is Q4Linear and li.bias is None for li in lins):
+        kind = {type(li) for li in lins}
+        if (not self.kernels or len(lins) != 4 or len(kind) != 1 or kind - {Q4Linear, Q4Q8Linear}
+                or any(li.bias is not None for li in lins)
+                or (kind == {Q4Q8Linear} and any(li.out_features % LANES for li in lins))):
             return None
         return [layer.ln1, layer.ln2] + [t for li in lins for t in (li.codes, li.dm)]
 
@@ -279,16 +283,21 @@ class FastModel:
         q = self._qkv(layer, self._norm(x, layer.ln1), cos, sin, kv, start, n)
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
         with (self.timer or _untimed)("attention"):
-            if n == 1 and attn_mask is None and q.dtype != torch.float32:
+            if self.kernels and not (start == 0 and causal):
+                # a step or a verify: kernels/attention.cpp gives each row the same bits whatever
+                # the other rows (a prefill is the same for every method: torch's SDPA below)
+                o = torch.ops.dominotree_attn.attention(q, kv, start, attn_mask, causal)
+            elif n == 1 and attn_mask is None and q.dtype != torch.float32:
                 # one query sees every cached key: fold each group's heads into the query rows of
                 # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys);
                 # faster in bf16 here (scripts/ab_forward.py), not in float32 (fewer heads to split)
                 o = F.scaled_dot_product_attention(q.reshape(1, nkv, nh // nkv, hd), keys[None], values[None])
-                o = o.reshape(1, nh, 1, hd)
+                o = o.reshape(1, nh, 1, hd)[0].transpose(0, 1).reshape(n, nh * hd)
             else:
                 o = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=attn_mask,
                                                    is_causal=causal, enable_gqa=nh != nkv)
-        x = x + layer.o(o[0].transpose(0, 1).reshape(n, nh * hd))
+                o = o[0].transpose(0, 1).reshape(n, nh * hd)
+        x = x + layer.o(o)
         h = self._norm(x, layer.ln2)
         if self.kernels:
             gu = layer.gate_up[0](h) if len(layer.gate_up) == 1 else torch.cat([lin(h) for lin in layer.gate_up], -1)

@@ -156,10 +156,12 @@ def int4_activations() -> torch.dtype:
     return torch.bfloat16
 
 
-def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16):
+def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16,
+                q8: bool = False):
     """A ``FastModel`` linear builder: Q4_1 blocks by parameter name (a GGUF), or quantized from
     the float weights when ``blocks`` is None or lacks the name. float32 ``activations`` run on
-    ``quantcpu.Q4Linear``, bf16 on torch's kernel (``Int4Linear``)."""
+    ``quantcpu.Q4Linear`` (``q8``: ``quantcpu.Q4Q8Linear``, 8-bit activation blocks), bf16 on
+    torch's kernel (``Int4Linear``)."""
     def make(names, weight, bias):
         if blocks is not None and all(n in blocks for n in names):
             q = Q4_1.cat([blocks[n] for n in names])
@@ -168,8 +170,8 @@ def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype 
         else:
             q = quantize_q4_1(weight)
         if activations == torch.float32:
-            from .quantcpu import Q4Linear
-            return Q4Linear(q, bias)
+            from .quantcpu import Q4Linear, Q4Q8Linear
+            return (Q4Q8Linear if q8 else Q4Linear)(q, bias)
         return Int4Linear(q, bias)
     return make
 

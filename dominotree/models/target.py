@@ -92,7 +92,7 @@ class Target:
     """Thin adapter over a transformers causal LM (Qwen3, Llama, ...).
 
     ``fast`` (a ``FastModel`` built from ``model``) replaces the transformers forward when given;
-    ``weights`` names the weights that run (``float32``, ``bf16`` or ``int4``).
+    ``weights`` names the weights that run (``float32``, ``bf16``, ``int4`` or ``int4-q8``).
     """
 
     def __init__(self, model, tokenizer, name: str = "", fast=None, weights: str | None = None):

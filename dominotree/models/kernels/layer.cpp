@@ -9,6 +9,10 @@
 #include <cmath>
 
 at::Tensor dominotree_q4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm);  // quant.cpp
+at::Tensor dominotree_attention(const at::Tensor& q, const at::Tensor& kv, int64_t start,
+                                const c10::optional<at::Tensor>& mask, bool causal);                 // attention.cpp
+at::Tensor dominotree_q4q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm,
+                                  int64_t n_out);                                                    // q4q8.cpp
 
 namespace {
 
@@ -127,6 +131,12 @@ inline __m256 exp8(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
+}  // namespace
+
+__m256 dominotree_exp8(__m256 x) { return exp8(x); }   // for attention.cpp
+
+namespace {
+
 // gu [n, 2 I] -> silu(gu[:, :I]) * gu[:, I:]
 at::Tensor silu_mul(const at::Tensor& gu) {
   check_f32(gu, "gate_up");
@@ -154,10 +164,18 @@ at::Tensor silu_mul(const at::Tensor& gu) {
   return out;
 }
 
-// A whole decoder layer whose products are all Q4_1 (quant.cpp), in one call: the same ops in the
-// same order as FastModel._block's Python composition (so the same bits), without ~40 Python-level
-// op dispatches per layer. w = [ln1, ln2, qkv codes, qkv dm, o codes, o dm, gate_up codes,
-// gate_up dm, down codes, down dm].
+// One Q4_1 product: float32 activations (quant.cpp's codes [N, K / 2]) or 8-bit activation blocks
+// (q4q8.cpp's tiles [N / 16, K / 32, 4, 16, 4]; the whole-layer op takes them only when N is a
+// multiple of 16, so N is the tiles' width).
+at::Tensor q4_product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm) {
+  if (codes.dim() == 5) return dominotree_q4q8_linear(x, codes, dm, codes.size(0) * codes.size(3));
+  return dominotree_q4_linear(x, codes, dm);
+}
+
+// A whole decoder layer whose products are all Q4_1 (quant.cpp or q4q8.cpp), in one call: the same
+// ops in the same order as FastModel._block's Python composition (so the same bits), without ~40
+// Python-level op dispatches per layer. w = [ln1, ln2, qkv codes, qkv dm, o codes, o dm, gate_up
+// codes, gate_up dm, down codes, down dm].
 at::Tensor q4_block(const at::Tensor& x, at::TensorList w, const at::Tensor& cos, const at::Tensor& sin,
                     at::Tensor kv, int64_t start, int64_t nh, int64_t nkv, const c10::optional<at::Tensor>& q_norm,
                     const c10::optional<at::Tensor>& k_norm, double eps, const c10::optional<at::Tensor>& attn_mask,
@@ -165,14 +183,19 @@ at::Tensor q4_block(const at::Tensor& x, at::TensorList w, const at::Tensor& cos
   TORCH_CHECK(w.size() == 10, "q4_block takes 10 weight tensors");
   const int64_t n = x.size(0), hd = kv.size(3);
   at::Tensor h = rms_norm(x, w[0], eps);
-  at::Tensor q = rope_kv(dominotree_q4_linear(h, w[2], w[3]), cos, sin, kv, start, nh, nkv, q_norm, k_norm, eps);
-  at::Tensor keys = kv.select(0, 0).narrow(1, 0, start + n), values = kv.select(0, 1).narrow(1, 0, start + n);
-  at::Tensor o = at::scaled_dot_product_attention(q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask,
-                                                  0.0, causal, c10::nullopt, nh != nkv);
-  o = o.select(0, 0).transpose(0, 1).reshape({n, nh * hd}).contiguous();
-  at::Tensor x2 = x + dominotree_q4_linear(o, w[4], w[5]);
-  at::Tensor gu = dominotree_q4_linear(rms_norm(x2, w[1], eps), w[6], w[7]);
-  return x2 + dominotree_q4_linear(silu_mul(gu), w[8], w[9]);
+  at::Tensor q = rope_kv(q4_product(h, w[2], w[3]), cos, sin, kv, start, nh, nkv, q_norm, k_norm, eps);
+  at::Tensor o;
+  if (start == 0 && causal) {   // a prefill: the same rows for every method, torch's faster SDPA
+    at::Tensor keys = kv.select(0, 0).narrow(1, 0, n), values = kv.select(0, 1).narrow(1, 0, n);
+    o = at::scaled_dot_product_attention(q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask, 0.0, causal,
+                                         c10::nullopt, nh != nkv);
+    o = o.select(0, 0).transpose(0, 1).reshape({n, nh * hd}).contiguous();
+  } else {                      // a step or a verify: every row's bits independent of the others
+    o = dominotree_attention(q, kv, start, attn_mask, causal);
+  }
+  at::Tensor x2 = x + q4_product(o, w[4], w[5]);
+  at::Tensor gu = q4_product(rms_norm(x2, w[1], eps), w[6], w[7]);
+  return x2 + q4_product(silu_mul(gu), w[8], w[9]);
 }
 
 }  // namespace

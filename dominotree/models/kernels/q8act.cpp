@@ -1,0 +1,310 @@
+// Block-quantized weights times 8-bit activation blocks, in integer dot products, as llama.cpp
+// multiplies a GGUF model: Q4_1 weights (the decoder layers) and Q8_0 weights (the tied embedding
+// as LM head, the drafters' products). Built by dominotree/models/cpuext.py, used by
+// models/quantcpu.py (Q4Q8Linear, Q8Q8Linear).
+//
+// Each row of x is quantized on its own, per block of 32: d = max|x| / 127, q = round(x / d) in
+// [-127, 127] (ties to even), s = d * sum(q). With the weight w = dw * qw + mw (Q4_1: qw in [0, 15];
+// Q8_0: qw in [-128, 127], mw = 0),
+//   y[r, n] = sum over blocks b of  (dw * d) * sum_i qw_i q_i  (+ mw * s for Q4_1)
+// The inner sums are exact int32 arithmetic (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2), and the
+// float part is one fixed chain per output and row:
+//   acc = fma(float(isum_b), dw_b * d_b, acc); acc = fma(mw_b, s_b, acc)   for b = 0, 1, ...
+// so a row's result depends on that row only: the same bits for 1 or 17 rows, 1 or 2 threads,
+// and on every instruction set (AVX-512 VNNI, AVX2, scalar; tests/test_q8act.py asserts ==).
+//
+// Weights are packed per tile of 16 outputs (quantcpu.pack_q4_tiles / pack_q8_tiles):
+// - Q4_1 codes [N/16, K/32, 4, 16, 4] uint8: byte i of lane j in part p holds
+//   q[j, 8p + i] | q[j, 8p + 4 + i] << 4 (one 64-byte load and two masks give the 4-weight groups
+//   2p and 2p + 1 of all 16 outputs); scales [N/16, K/32, 2, 16] float32 (d of the 16 lanes, then m).
+// - Q8_0 codes [N/16, K/32, 8, 16, 4] uint8: byte i of lane j in group g holds q[j, 4g + i] + 128
+//   (vpdpbusd multiplies unsigned by signed bytes; 128 * sum(q) is taken off, exactly);
+//   scales [N/16, K/32, 1, 16] float32.
+// N is padded to 16 with zero weights.
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <cmath>
+#include <cstring>
+
+namespace {
+
+constexpr int64_t GROUP = 32;
+constexpr int64_t LANES = 16;     // outputs per tile
+#define NOINLINE __attribute__((noinline))
+
+// The 8-bit blocks of x, laid out so that a row tile reads every row from one pointer at fixed
+// offsets (row-major per-row pointers spilled the general registers at 8 rows)
+struct Act {
+  const int8_t* q;         // [K / 32, 4, M, 8]: inputs 8p .. 8p + 7 of block b of row r at ((b * 4 + p) * M + r) * 8
+  const float* d;          // [K / 32, M]
+  const float* s;          // [K / 32, M]  d * sum(q)
+  const int32_t* sum;      // [K / 32, M]  sum(q)
+  int64_t M, nb;
+  const int8_t* part(int64_t b, int p, int64_t r) const { return q + ((b * 4 + p) * M + r) * 8; }
+};
+
+// Q4 = true: Q4_1 weights, else Q8_0
+template <bool Q4>
+struct Tile {              // one tile of 16 outputs
+  const uint8_t* codes;    // [nb, 4 or 8, 16, 4]
+  const float* dm;         // [nb, 2 or 1, 16]
+  static constexpr int64_t CODE_BYTES = Q4 ? 4 * 64 : 8 * 64;   // per block
+  static constexpr int64_t SCALES = Q4 ? 2 : 1;
+};
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// x [M, K] float32 -> 8-bit blocks (Act's layout); every value of a row from that row alone
+void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, float* s, int32_t* sums) {
+  const int64_t nb = K / GROUP;
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* v = x + r * K + b * GROUP;
+      float amax = 0.0f;
+      for (int i = 0; i < GROUP; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
+      int32_t sum = 0;
+      for (int i = 0; i < GROUP; ++i) {
+        const int32_t c = std::min(127, std::max(-127, static_cast<int32_t>(std::nearbyint(v[i] * id))));
+        q[((b * 4 + i / 8) * M + r) * 8 + i % 8] = static_cast<int8_t>(c);
+        sum += c;
+      }
+      d[b * M + r] = dd;
+      s[b * M + r] = dd * static_cast<float>(sum);
+      sums[b * M + r] = sum;
+    }
+}
+
+// y[r0 + r, n0 + j] for j < valid (the tile's real outputs)
+inline void store_rows(const float* acc, int rows, float* y, int64_t N, int64_t r0, int64_t n0, int64_t valid) {
+  for (int r = 0; r < rows; ++r) std::memcpy(y + (r0 + r) * N + n0, acc + r * LANES, valid * sizeof(float));
+}
+
+// --- scalar: the reference chain ---------------------------------------------------------------
+template <bool Q4>
+void tile_scalar(const Tile<Q4>& t, const Act& a, int64_t r0, int rows, float* y, int64_t N, int64_t n0,
+                 int64_t valid) {
+  for (int r = 0; r < rows; ++r) {
+    float acc[LANES] = {0};
+    for (int64_t b = 0; b < a.nb; ++b) {
+      const uint8_t* c = t.codes + b * Tile<Q4>::CODE_BYTES;
+      const float* dm = t.dm + b * Tile<Q4>::SCALES * LANES;
+      const float da = a.d[b * a.M + r0 + r], sa = a.s[b * a.M + r0 + r];
+      for (int j = 0; j < LANES; ++j) {
+        int32_t isum = 0;
+        for (int p = 0; p < 4; ++p) {
+          const int8_t* xq = a.part(b, p, r0 + r);
+          for (int i = 0; i < 4; ++i) {
+            if constexpr (Q4) {
+              const uint8_t byte = c[p * 64 + j * 4 + i];
+              isum += (byte & 0x0F) * xq[i] + (byte >> 4) * xq[4 + i];
+            } else {
+              isum += (c[2 * p * 64 + j * 4 + i] - 128) * xq[i] + (c[(2 * p + 1) * 64 + j * 4 + i] - 128) * xq[4 + i];
+            }
+          }
+        }
+        acc[j] = std::fma(static_cast<float>(isum), dm[j] * da, acc[j]);
+        if constexpr (Q4) acc[j] = std::fma(dm[LANES + j], sa, acc[j]);
+      }
+    }
+    store_rows(acc, 1, y, N, r0 + r, n0, valid);
+  }
+}
+
+// --- AVX2: two halves of 8 lanes, vpmaddubsw + vpmaddwd --------------------------------------
+template <bool Q4, int RT>
+NOINLINE void tile_avx2(const Tile<Q4>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0, int64_t valid) {
+  __m256 acc[RT][2];
+  for (int r = 0; r < RT; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const __m256i low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80)),
+                ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    __m256i isum[RT][2];
+    for (int r = 0; r < RT; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+    const uint8_t* c = t.codes + b * Tile<Q4>::CODE_BYTES;
+    for (int p = 0; p < 4; ++p)
+      for (int h = 0; h < 2; ++h) {
+        __m256i w0, w1;
+        if constexpr (Q4) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + p * 64 + 32 * h));
+          w0 = _mm256_and_si256(v, low);
+          w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        } else {   // signed codes; vpmaddubsw takes |q| and moves q's sign onto x (pairs <= 32512)
+          w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 2 * p * 64 + 32 * h)), bias);
+          w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (2 * p + 1) * 64 + 32 * h)), bias);
+        }
+        const int8_t* x0 = a.part(b, p, r0);
+        for (int r = 0; r < RT; ++r) {
+          const __m256i x_lo = _mm256_set1_epi32(load4(x0 + 8 * r)), x_hi = _mm256_set1_epi32(load4(x0 + 8 * r + 4));
+          if constexpr (Q4) {   // |sum of four u4 * s8 products| <= 7620: no int16 saturation
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x_lo), _mm256_maddubs_epi16(w1, x_hi));
+            isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(s16, ones));
+          } else {
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x_lo, w0));
+            const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x_hi, w1));
+            isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+          }
+        }
+      }
+    const float* dm = t.dm + b * Tile<Q4>::SCALES * LANES;
+    for (int r = 0; r < RT; ++r) {
+      const __m256 da = _mm256_set1_ps(a.d[b * a.M + r0 + r]), sa = _mm256_set1_ps(a.s[b * a.M + r0 + r]);
+      for (int h = 0; h < 2; ++h) {
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(_mm256_loadu_ps(dm + 8 * h), da), acc[r][h]);
+        if constexpr (Q4) acc[r][h] = _mm256_fmadd_ps(_mm256_loadu_ps(dm + LANES + 8 * h), sa, acc[r][h]);
+      }
+    }
+  }
+  alignas(64) float out[RT * LANES];
+  for (int r = 0; r < RT; ++r)
+    for (int h = 0; h < 2; ++h) _mm256_store_ps(out + r * LANES + 8 * h, acc[r][h]);
+  store_rows(out, RT, y, N, r0, n0, valid);
+}
+
+// --- AVX-512 VNNI: 16 lanes, one vpdpbusd per 4-weight group ------------------------------------
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+template <bool Q4, int RT>
+NOINLINE void tile_vnni(const Tile<Q4>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0, int64_t valid) {
+  __m512 acc[RT];
+  for (int r = 0; r < RT; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    __m512i isum[RT];
+    for (int r = 0; r < RT; ++r) isum[r] = _mm512_setzero_si512();
+    const uint8_t* c = t.codes + b * Tile<Q4>::CODE_BYTES;
+    for (int p = 0; p < 4; ++p) {
+      __m512i w0, w1;
+      if constexpr (Q4) {
+        const __m512i v = _mm512_loadu_si512(c + p * 64);
+        w0 = _mm512_and_si512(v, low);
+        w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      } else {
+        w0 = _mm512_loadu_si512(c + 2 * p * 64);
+        w1 = _mm512_loadu_si512(c + (2 * p + 1) * 64);
+      }
+      const int8_t* x0 = a.part(b, p, r0);
+      for (int r = 0; r < RT; ++r) {
+        isum[r] = _mm512_dpbusd_epi32(isum[r], w0, _mm512_set1_epi32(load4(x0 + 8 * r)));
+        isum[r] = _mm512_dpbusd_epi32(isum[r], w1, _mm512_set1_epi32(load4(x0 + 8 * r + 4)));
+      }
+    }
+    const float* dm = t.dm + b * Tile<Q4>::SCALES * LANES;
+    const __m512 d = _mm512_loadu_ps(dm);
+    const float *da = a.d + b * a.M + r0, *sa = a.s + b * a.M + r0;
+    for (int r = 0; r < RT; ++r) {
+      if constexpr (!Q4)    // the codes were q + 128
+        isum[r] = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(128 * a.sum[b * a.M + r0 + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(d, _mm512_set1_ps(da[r])), acc[r]);
+      if constexpr (Q4) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(dm + LANES), _mm512_set1_ps(sa[r]), acc[r]);
+    }
+  }
+  alignas(64) float out[RT * LANES];
+  for (int r = 0; r < RT; ++r) _mm512_store_ps(out + r * LANES, acc[r]);
+  store_rows(out, RT, y, N, r0, n0, valid);
+}
+#pragma GCC pop_options
+
+enum Isa : int64_t { SCALAR = 0, AVX2 = 1, VNNI = 2 };
+
+int64_t best_isa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    return VNNI;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return AVX2;
+  return SCALAR;
+}
+
+// all rows of one tile, in row tiles of at most 8 (VNNI) / 2 (AVX2) rows
+template <bool Q4>
+void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, float* y, int64_t N, int64_t n0, int64_t valid) {
+  int64_t r0 = 0, rows = a.M;
+  if (isa == VNNI) {
+    for (; rows >= 8; rows -= 8, r0 += 8) tile_vnni<Q4, 8>(t, a, r0, y, N, n0, valid);
+    switch (rows) {
+      case 7: tile_vnni<Q4, 7>(t, a, r0, y, N, n0, valid); break;
+      case 6: tile_vnni<Q4, 6>(t, a, r0, y, N, n0, valid); break;
+      case 5: tile_vnni<Q4, 5>(t, a, r0, y, N, n0, valid); break;
+      case 4: tile_vnni<Q4, 4>(t, a, r0, y, N, n0, valid); break;
+      case 3: tile_vnni<Q4, 3>(t, a, r0, y, N, n0, valid); break;
+      case 2: tile_vnni<Q4, 2>(t, a, r0, y, N, n0, valid); break;
+      case 1: tile_vnni<Q4, 1>(t, a, r0, y, N, n0, valid); break;
+      default: break;
+    }
+  } else if (isa == AVX2) {
+    for (; rows >= 2; rows -= 2, r0 += 2) tile_avx2<Q4, 2>(t, a, r0, y, N, n0, valid);
+    if (rows == 1) tile_avx2<Q4, 1>(t, a, r0, y, N, n0, valid);
+  } else {
+    tile_scalar<Q4>(t, a, r0, static_cast<int>(rows), y, N, n0, valid);
+  }
+}
+
+// x [M, K] float32; codes and scales in the tile layout above; n_out = N; isa -1: the best this
+// CPU runs, else 0 scalar, 1 AVX2, 2 AVX-512 VNNI
+template <bool Q4>
+at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm, int64_t n_out, int64_t isa) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous(),
+              "x must be a contiguous float32 CPU matrix");
+  const int64_t M = x.size(0), K = x.size(1), nb = K / GROUP, tiles = (n_out + LANES - 1) / LANES;
+  const int64_t parts = Q4 ? 4 : 8;
+  TORCH_CHECK(K % GROUP == 0, "in_features must be a multiple of 32");
+  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && codes.dim() == 5 &&
+              codes.size(0) == tiles && codes.size(1) == nb && codes.size(2) == parts && codes.size(3) == LANES &&
+              codes.size(4) == 4, "codes do not match the input");
+  TORCH_CHECK(dm.scalar_type() == at::kFloat && dm.is_contiguous() &&
+              dm.numel() == tiles * nb * Tile<Q4>::SCALES * LANES, "scales do not match the codes");
+  const int64_t best = best_isa();
+  TORCH_CHECK(isa >= -1 && isa <= best, "instruction set ", isa, " is not available here (best: ", best, ")");
+  if (isa < 0) isa = best;
+  at::Tensor y = at::empty({M, n_out}, x.options());
+  if (M == 0 || n_out == 0) return y;
+  at::Tensor xq = at::empty({nb, 4, M, 8}, x.options().dtype(at::kChar));
+  at::Tensor xs = at::empty({2, nb, M}, x.options());
+  at::Tensor sums = at::empty({nb, M}, x.options().dtype(at::kInt));
+  quantize_rows(x.data_ptr<float>(), M, K, xq.data_ptr<int8_t>(), xs[0].data_ptr<float>(), xs[1].data_ptr<float>(),
+                sums.data_ptr<int32_t>());
+  const Act a{xq.data_ptr<int8_t>(), xs[0].data_ptr<float>(), xs[1].data_ptr<float>(), sums.data_ptr<int32_t>(), M, nb};
+  const uint8_t* cp = codes.data_ptr<uint8_t>();
+  const float* sp = dm.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const Tile<Q4> tile{cp + t * nb * Tile<Q4>::CODE_BYTES, sp + t * nb * Tile<Q4>::SCALES * LANES};
+      tile_rows<Q4>(isa, tile, a, yp, n_out, t * LANES, std::min(LANES, n_out - t * LANES));
+    }
+  });
+  return y;
+}
+
+at::Tensor q4q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm, int64_t n_out, int64_t isa) {
+  return product<true>(x, codes, dm, n_out, isa);
+}
+
+at::Tensor q8q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& d, int64_t n_out, int64_t isa) {
+  return product<false>(x, codes, d, n_out, isa);
+}
+
+}  // namespace
+
+// for layer.cpp's whole-layer op
+at::Tensor dominotree_q4q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm, int64_t n_out) {
+  return q4q8_linear(x, codes, dm, n_out, -1);
+}
+
+TORCH_LIBRARY(dominotree_q8act, m) {
+  m.def("q4q8_linear(Tensor x, Tensor codes, Tensor dm, int n_out, int isa=-1) -> Tensor");
+  m.def("q8q8_linear(Tensor x, Tensor codes, Tensor d, int n_out, int isa=-1) -> Tensor");
+  m.def("best_isa() -> int", &best_isa);
+}
+
+TORCH_LIBRARY_IMPL(dominotree_q8act, CPU, m) {
+  m.impl("q4q8_linear", &q4q8_linear);
+  m.impl("q8q8_linear", &q8q8_linear);
+}

@@ -1,0 +1,173 @@
+"""Products with 8-bit activation blocks (models/quantcpu.py Q4Q8Linear / Q8Q8Linear,
+kernels/q8act.cpp) and the row-independent attention (kernels/attention.cpp): the arithmetic they
+promise, bit for bit (``==``) across rows, threads and instruction sets, and clear errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dominotree.models import quantcpu
+from dominotree.models.quant import GROUP, quantize_q4_1, quantize_q8_0
+
+WHY = quantcpu.available(verbose=False)
+pytestmark = pytest.mark.skipif(WHY is not None, reason=str(WHY))
+
+
+def _q8_rows(x: torch.Tensor):
+    """The kernel's 8-bit blocks of x: d = max|x| / 127, q = round(x / d) (ties to even)."""
+    m, k = x.shape
+    xb = x.view(m, k // GROUP, GROUP)
+    d = xb.abs().amax(-1) / 127
+    inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
+    q = torch.round(xb * inv[..., None]).clamp(-127, 127)
+    return q, d
+
+
+def _reference(x, q_w, d_w, m_w):
+    """sum_b (dw * d) * sum(qw q) + mw * d * sum(q), in float64 from the same integers."""
+    q, d = _q8_rows(x)
+    n = q_w.shape[0]
+    qw = q_w.double().view(n, -1, GROUP)
+    isum = torch.einsum("mbi,nbi->mnb", q.double(), qw)
+    s = (d * q.sum(-1)).double()                         # [m, b]
+    return (isum * (d_w.double()[None] * d.double()[:, None]) + m_w.double()[None] * s[:, None]).sum(-1)
+
+
+def _lins(n: int, k: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=g) * 0.05
+    q4 = quantize_q4_1(w)
+    q8 = quantize_q8_0(w)
+    return (quantcpu.Q4Q8Linear(q4), (q4.q, q4.d, q4.m)), (quantcpu.Q8Q8Linear(*q8), (q8[0], q8[1], torch.zeros_like(q8[1])))
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 100])
+def test_products_are_the_integer_dot_products_of_the_blocks(n):
+    x = torch.randn(17, 96) * 2
+    for lin, (qw, dw, mw) in _lins(n, 96):
+        ref = _reference(x, qw, dw, mw)
+        got = lin(x)
+        assert got.shape == (17, n)
+        assert (got.double() - ref).abs().max() <= 1e-5 * ref.abs().max(), type(lin).__name__
+
+
+def test_close_to_the_float_activations_product():
+    """8-bit activation blocks: within about 1 % of the float32-activation product (llama.cpp's trade)."""
+    x = torch.randn(9, 192)
+    for lin, ref in ((quantcpu.Q4Q8Linear(quantize_q4_1(w := torch.randn(64, 192) * 0.05)), quantcpu.Q4Linear(quantize_q4_1(w))),
+                     (quantcpu.Q8Q8Linear(*quantize_q8_0(w)), quantcpu.Q8Linear(*quantize_q8_0(w)))):
+        exact = ref(x)
+        assert (lin(x) - exact).abs().max() <= 0.02 * exact.abs().max()
+
+
+@pytest.mark.parametrize("n", [5, 96, 1000])
+def test_a_row_does_not_depend_on_rows_threads_or_instruction_set(n):
+    """Bit for bit: each row of a 1..33-row product equals its one-row product, at 1 and 2 threads,
+    on every instruction set this CPU has (scalar, AVX2, AVX-512 VNNI)."""
+    x = torch.randn(33, 192)
+    threads = torch.get_num_threads()
+    try:
+        for lin, _ in _lins(n, 192, seed=3):
+            outs = []
+            for t in (1, 2):
+                torch.set_num_threads(t)
+                singles = torch.cat([lin(x[i:i + 1]) for i in range(33)])
+                for m in (2, 3, 4, 5, 8, 9, 17, 33):
+                    assert torch.equal(lin(x[:m]), singles[:m]), (type(lin).__name__, t, m)
+                outs.append(singles)
+            assert torch.equal(outs[0], outs[1])
+            for isa in range(quantcpu.best_isa() + 1):
+                assert torch.equal(lin(x, isa=isa), outs[0]), (type(lin).__name__, isa)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_extreme_codes_and_activations_do_not_overflow():
+    """Q8_0 codes at -128 and 127 against activations at +-127 on every instruction set (the AVX2
+    path moves the weight's sign onto x; its int16 pairs must not saturate), and a zero block."""
+    codes = torch.full((16, 64), -128, dtype=torch.int8)
+    codes[::2] = 127
+    lin = quantcpu.Q8Q8Linear(codes, torch.full((16, 2), 0.01))
+    x = torch.tensor([1.0, -1.0]).repeat(32)[None].repeat(3, 1)
+    x[1] = 1.0
+    x[2, :32] = 0.0
+    ref = x.double() @ lin.weight().double().T
+    for isa in range(quantcpu.best_isa() + 1):
+        assert torch.allclose(lin(x, isa=isa).double(), ref, rtol=1e-6, atol=1e-6), isa
+
+
+def test_rows_of_the_8_bit_head_are_its_columns():
+    codes = torch.randint(-128, 128, (203, 96), dtype=torch.int8)
+    lin = quantcpu.Q8Q8Linear(codes, torch.rand(203, 3))
+    ids = torch.tensor([0, 5, 6, 150, 202])
+    x = torch.randn(4, 96)
+    assert lin.rows(None) is lin
+    assert torch.equal(lin.rows(ids)(x), lin(x)[:, ids])
+    assert torch.equal(lin.weight(), quantcpu.Q8Linear(codes, lin.q8.d).weight())
+
+
+def test_bad_inputs_are_clear_errors():
+    (lin, _), _ = _lins(16, 64)
+    with pytest.raises(TypeError, match="float32"):
+        lin(torch.randn(2, 64).bfloat16())
+    with pytest.raises(RuntimeError, match="codes do not match"):
+        torch.ops.dominotree_q8act.q4q8_linear(torch.randn(2, 96), lin.codes, lin.dm, 16, -1)
+    with pytest.raises(RuntimeError, match="instruction set"):
+        lin(torch.randn(2, 64), isa=7)
+
+
+# --- attention ---------------------------------------------------------------------------------
+
+def _qkv(nh=6, nkv=2, hd=40, cap=64, n=5, start=20, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(nh, n, hd, generator=g)
+    kv = torch.randn(2, nkv, cap, hd, generator=g)
+    return q, kv
+
+
+def _sdpa(q, kv, start, mask, causal):
+    n, L = q.shape[1], start + q.shape[1]
+    k, v = kv[0, :, :L], kv[1, :, :L]
+    o = F.scaled_dot_product_attention(q[None].double(), k[None].double(), v[None].double(), attn_mask=mask,
+                                       is_causal=causal, enable_gqa=q.shape[0] != kv.shape[1])
+    return o[0].transpose(0, 1).reshape(n, -1)
+
+
+def test_attention_matches_sdpa_for_each_mask_kind():
+    q, kv = _qkv()
+    n, start = 5, 20
+    L = start + n
+    vis = torch.rand(n, L, generator=torch.Generator().manual_seed(1)) > 0.4
+    vis[:, 0] = True
+    additive = torch.zeros(1, 1, n, L).masked_fill_(~vis, torch.finfo(torch.float32).min)
+    causal_vis = torch.arange(L)[None] <= torch.arange(n)[:, None] + start
+    att = torch.ops.dominotree_attn.attention
+    cases = [(None, False, None), (vis[None, None], False, vis[None, None]), (additive, False, additive.double()),
+             (causal_vis[None, None], False, causal_vis[None, None])]
+    for mask, causal, ref_mask in cases:
+        got = att(q, kv, start, mask, causal)
+        assert torch.allclose(got.double(), _sdpa(q, kv, start, ref_mask, causal), atol=1e-5)
+    q0, kv0 = _qkv(n=7, start=0)
+    assert torch.allclose(att(q0, kv0, 0, None, True).double(), _sdpa(q0, kv0, 0, None, True), atol=1e-5)
+
+
+def test_attention_row_is_the_one_row_step_bit_for_bit():
+    """A verify row that sees the prefix and its ancestors (hidden keys between them) gets the
+    same bits as a one-row step over the prefix and those ancestors, stored contiguously."""
+    q, kv = _qkv(n=6, start=30, seed=4)
+    start, n = 30, 6
+    ancestors = [0, 2, 5]                         # row 5's path in the tree: positions start + 0, 2, 5
+    mask = torch.zeros(1, 1, n, start + n)
+    hidden = [j for j in range(n) if j not in ancestors]
+    mask[0, 0, 5, [start + j for j in hidden]] = torch.finfo(torch.float32).min
+    att = torch.ops.dominotree_attn.attention
+    tree_row = att(q, kv, start, mask, False)[5]
+    compact = kv.clone()
+    compact[:, :, start:start + len(ancestors)] = kv[:, :, [start + j for j in ancestors]]
+    step = att(q[:, 5:6].contiguous(), compact, start + len(ancestors) - 1, None, False)[0]
+    assert torch.equal(tree_row, step)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(att(q, kv, start, mask, False)[5], tree_row)
+    finally:
+        torch.set_num_threads(threads)
