@@ -160,11 +160,12 @@ def decoder(request):
 
 
 def _same_or_near_tie(decoder, prompt_ids, got, ar, what):
-    """float32: ``got == ar``. bf16 activations (bf16 and int4 weights; the int4 kernel's float32
-    path is unvectorized): equal, or the first difference is a near-tie of the target's logits.
-    The verify's attention reduces over a longer, masked key window than ``ar``'s one-row step,
-    so its bf16 rounding differs; every matmul here is row-independent (test below)."""
-    if got == ar or decoder.target.dtype == torch.float32:
+    """float32, and bf16 on the fast forward where the C++ kernels build: ``got == ar`` (every
+    product and the attention are row-independent: a verify row is a one-row step's bits). bf16
+    elsewhere (torch's SDPA reduces a verify's longer, masked key window in another order): equal,
+    or the first difference is a near-tie of the target's logits."""
+    fast = decoder.target.fast
+    if got == ar or decoder.target.dtype == torch.float32 or (fast is not None and fast.row_attention):
         assert got == ar, what
         return
     from dominotree.bench.ties import gap_at
@@ -195,15 +196,21 @@ def test_oracle_drafter_deep_acceptance_equals_ar(decoder):
         assert max(r.accept_len for r in trace.rounds) >= 6, m
 
 
-def test_int4_and_bf16_matmuls_are_row_independent():
-    """What is exact with bf16 activations: a row's product does not depend on the other rows."""
+@pytest.mark.parametrize("k", [64, 576, 1536, 3008])
+def test_int4_and_bf16_matmuls_are_row_independent(k):
+    """What is exact with bf16 activations: a row's product does not depend on the other rows
+    (torch's int4 kernel; bf16 through ``linear.linear``, whose sums longer than 1024 are split:
+    unsplit, K = 1536 differed from row 7 on)."""
+    from dominotree.models.linear import linear
     from dominotree.models.quant import Int4Linear, quantize_q4_1
     torch.manual_seed(0)
-    w = torch.randn(192, 64)
-    x = torch.randn(17, 64).bfloat16()
-    for lin in (Int4Linear(quantize_q4_1(w)), lambda t: torch.nn.functional.linear(t, w.bfloat16())):
-        full = lin(x)
-        assert torch.equal(torch.cat([lin(x[i:i + 1]) for i in range(17)]), full)
+    w = torch.randn(192, k)
+    x = torch.randn(33, k).bfloat16()
+    b = torch.randn(192).bfloat16()
+    for lin in (Int4Linear(quantize_q4_1(w)), lambda t: linear(t, w.bfloat16(), b)):
+        singles = torch.cat([lin(x[i:i + 1]) for i in range(33)])
+        for m in (2, 7, 17, 33):
+            assert torch.equal(lin(x[:m]), singles[:m]), m
 
 
 @pytest.mark.parametrize("shape", [(17, 576), (4, 576), (1, 17, 576), (2, 576)])

@@ -151,10 +151,14 @@ class FastModel:
         self.rotary = inner.rotary_emb
         self.cos = self.sin = None
         self.fuse = fuse
+        from .cpuext import available
+        built = self.device.type == "cpu" and kernels is not False and available() is None
         if kernels is None:       # the fused C++ steps: float32 on CPU, where they build
-            from .cpuext import available
-            kernels = self.dtype == torch.float32 and self.device.type == "cpu" and available() is None
+            kernels = self.dtype == torch.float32 and built
         self.kernels = bool(kernels)
+        # steps and verifies attend with kernels/attention.cpp (float32 and bf16 on CPU): a row's
+        # bits do not depend on the other rows, so a verify row equals a one-row step
+        self.row_attention = built and self.dtype in (torch.float32, torch.bfloat16)
         self.layers = []
         dense = lambda names, wt, b: DenseLinear(w(wt), None if b is None else w(b))   # noqa: E731
         linear = linear or dense
@@ -283,10 +287,10 @@ class FastModel:
         q = self._qkv(layer, self._norm(x, layer.ln1), cos, sin, kv, start, n)
         keys, values = kv[0, :, :start + n], kv[1, :, :start + n]
         with (self.timer or _untimed)("attention"):
-            if self.kernels and not (start == 0 and causal):
+            if self.row_attention and not (start == 0 and causal):
                 # a step or a verify: kernels/attention.cpp gives each row the same bits whatever
                 # the other rows (a prefill is the same for every method: torch's SDPA below)
-                o = torch.ops.dominotree_attn.attention(q, kv, start, attn_mask, causal)
+                o = torch.ops.dominotree_attn.attention(q.contiguous(), kv, start, attn_mask, causal)
             elif n == 1 and attn_mask is None and q.dtype != torch.float32:
                 # one query sees every cached key: fold each group's heads into the query rows of
                 # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys);

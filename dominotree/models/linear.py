@@ -24,13 +24,35 @@ import torch
 import torch.nn.functional as F
 
 COLUMN_CHUNK = 1024
+# bf16 CPU products with more inputs than this are summed from parts of at most this many: torch's
+# bf16 GEMM blocks a longer sum by the number of rows (K = 1536: rows 7 and up of a product differed
+# from one-row products), so a verify row would not equal an ``ar`` step; up to 1024 it does not
+# (tests/test_fast.py). The parts' products are added in float32 and rounded once, for every row count.
+BF16_K_CHUNK = 1024
 ONEDNN = True          # module switch for A/B measurements (scripts/ab_forward.py)
+
+
+def _bf16_k_parts(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    k = weight.shape[1]
+    parts = -(-k // BF16_K_CHUNK)
+    step = -(-k // parts)
+    acc = None
+    for i in range(0, k, step):
+        y = F.linear(x[..., i:i + step], weight[:, i:i + step]).float()
+        acc = y if acc is None else acc.add_(y)
+    if bias is not None:
+        acc.add_(bias.float())
+    return acc.to(x.dtype)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear``; for float32 products of several rows, in blocks of ``COLUMN_CHUNK`` output
-    columns (each output column is the same dot product either way: bit-identical)."""
+    columns (each output column is the same dot product either way: bit-identical); for bf16 on
+    CPU with more than ``BF16_K_CHUNK`` inputs, in parts of the sum (see above)."""
     n = weight.shape[0]
+    if (x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16 and weight.shape[1] > BF16_K_CHUNK
+            and x.device.type == "cpu" and not x.requires_grad):
+        return _bf16_k_parts(x, weight, bias)
     if x.dtype != torch.float32 or x.numel() <= x.shape[-1] or n <= COLUMN_CHUNK:
         return F.linear(x, weight, bias)
     return torch.cat([F.linear(x, weight[i:i + COLUMN_CHUNK], None if bias is None else bias[i:i + COLUMN_CHUNK])
