@@ -17,11 +17,11 @@ def test_kernel_builds_where_it_can():
     """On x86-64 Linux with AVX2, FMA, a C++ compiler and ninja (CI's machines, after make setup)
     the kernels must build."""
     import importlib.util
-    can = (platform.machine() == "x86_64" and {"avx2", "fma"} <= cpuext.cpu_flags()
+    can = (platform.machine() == "x86_64" and {"avx2", "fma", "f16c"} <= cpuext.cpu_flags()
            and shutil.which("g++") is not None
            and (shutil.which("ninja") is not None or importlib.util.find_spec("ninja") is not None))
     if not can:
-        pytest.skip("no x86-64 CPU with AVX2/FMA, g++ and ninja here")
+        pytest.skip("no x86-64 CPU with AVX2/FMA/F16C, g++ and ninja here")
     assert WHY is None
 
 

@@ -27,7 +27,7 @@ import torch
 from .smollm2 import cache_root
 
 SOURCES = sorted((Path(__file__).with_name("kernels")).glob("*.cpp"))
-FLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp"]
+FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-fopenmp"]
 NAME = "dominotree_cpu"
 _state: dict = {}
 
@@ -60,8 +60,8 @@ def unsupported() -> str | None:
         return "the C++ kernels are off (DOMINOTREE_KERNELS=0)"
     if platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux":
         return f"the C++ kernels are built for x86-64 Linux only (this is {platform.machine()} {sys.platform})"
-    if not {"avx2", "fma"} <= cpu_flags():
-        return "the C++ kernels need a CPU with AVX2 and FMA"
+    if not {"avx2", "fma", "f16c"} <= cpu_flags():
+        return "the C++ kernels need a CPU with AVX2, FMA and F16C"
     return None
 
 

@@ -61,16 +61,20 @@ LANES = 16      # outputs per tile of kernels/q8act.cpp
 
 def pack_q4_tiles(blocks: Q4_1) -> tuple[torch.Tensor, torch.Tensor]:
     """Q4_1 blocks -> (codes [ceil(N/16), K/32, 4, 16, 4] uint8, dm [ceil(N/16), K/32, 2, 16]
-    float32) in ``kernels/q8act.cpp``'s tile layout: byte i of lane j in part p holds
-    ``q[j, 8p + i] | q[j, 8p + 4 + i] << 4``; outputs padded to 16 with zero weights."""
+    float16) in ``kernels/q8act.cpp``'s tile layout: byte i of lane j in part p holds
+    ``q[j, 8p + i] | q[j, 8p + 4 + i] << 4``; outputs padded to 16 with zero weights. d and m
+    must be float16 values (the GGUF's; ``quantize_q4_1`` rounds them so)."""
     n, k = blocks.q.shape
+    for s in (blocks.d, blocks.m):
+        if not torch.equal(s.half().float(), s.float()):
+            raise ValueError("Q4_1 scales must be float16 values")
     tiles, nb = -(-n // LANES), k // GROUP
     pad = tiles * LANES - n
     q, d, m = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (blocks.q, blocks.d.float(), blocks.m.float()))
     q = q.view(tiles, LANES, nb, 4, 2, 4)                   # [tile, lane, block, part, half, i]
     codes = (q[..., 0, :] | (q[..., 1, :] << 4)).permute(0, 2, 3, 1, 4)
     dm = torch.stack([d.view(tiles, LANES, nb), m.view(tiles, LANES, nb)], dim=1).permute(0, 3, 1, 2)
-    return codes.contiguous(), dm.contiguous()
+    return codes.contiguous(), dm.half().contiguous()
 
 
 def best_isa() -> int:
