@@ -39,9 +39,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--weights", default=None, choices=["int4", "int4-q8", "bf16", "float32"],
-                   help="target weights (default: int4 for the embedded pair in float32 where the C++ kernel builds, else "
-                        "--dtype); int4 = the GGUF's Q4_1 blocks, float32 activations (bf16 without the kernel); "
-                        "int4-q8 = the same blocks with each activation row in 8-bit blocks, as llama.cpp multiplies")
+                   help="target weights (default: int4-q8 for the embedded pair in float32 where the C++ kernels build, "
+                        "else --dtype); int4-q8 = the GGUF's Q4_1 blocks times 8-bit activation blocks, as llama.cpp "
+                        "multiplies (the fastest); int4 = the same blocks with float32 activations (the float32 model's "
+                        "tokens; bf16 activations without the kernels)")
     g.add_argument("--forward", default="fast", choices=["fast", "hf"],
                    help="target forward: fast (Llama/Qwen3; others fall back) or the transformers one")
 

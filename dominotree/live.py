@@ -64,9 +64,9 @@ def native_bf16(cpuinfo: str | None = None) -> bool:
 
 def default_dtype(device: str = "cpu", preset: str | None = None) -> str:
     """The fastest dtype here whose every method equals its ``ar`` (``preset``: None for a custom
-    target): float32 on the CPU for a preset whose target then runs its 4-bit GGUF blocks
-    (``presets.INT4_BY_DEFAULT``, where the C++ kernels run; on a 2-core Zen 4 with native bf16
-    ``ar`` ran 124 tok/s there against 49 in bf16); otherwise bfloat16 on CUDA and on CPUs with
+    target): float32 on the CPU for a preset whose target then runs its 4-bit GGUF blocks times
+    8-bit activation blocks (``presets.INT4_BY_DEFAULT``, where the C++ kernels run; on a 2-core
+    Zen 4 with native bf16 ``ar`` ran 241 tok/s there against 43 in bf16); otherwise bfloat16 on CUDA and on CPUs with
     native bf16, float32 elsewhere (bf16 is emulated there and slower)."""
     from .models.cpuext import unsupported
     from .presets import INT4_BY_DEFAULT

@@ -86,10 +86,11 @@ WEIGHT_DTYPES = {"bf16": torch.bfloat16, "float32": torch.float32}   # int4: flo
 # the GGUF's 4-bit blocks: with float32 activations, or with each activation row in 8-bit blocks
 # of 32 as llama.cpp multiplies them (integer dot products, models/quantcpu.Q4Q8Linear)
 INT4_WEIGHTS = ("int4", "int4-q8")
-# Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks:
-# with the C++ kernel (models/quantcpu.py) int4 runs float32 activations, so every method equals its
-# `ar` exactly as in float32, and it is the fastest `ar` and verify measured here (README,
-# "Target forward and weights"). Elsewhere (no kernel, bf16, other presets) the target follows --dtype.
+# Presets whose default target weights on the CPU, in float32, are the GGUF's own 4-bit blocks times
+# 8-bit activation blocks (int4-q8, as llama.cpp multiplies them; models/quantcpu.py): the fastest
+# `ar` and verify measured here, and every method equals its `ar` token for token (README, "Target
+# forward and weights"). `--weights int4` keeps float32 activations: the float32 model's own
+# tokens. Elsewhere (no kernels, bf16, other presets) the target follows --dtype.
 INT4_BY_DEFAULT = ("smollm2",)
 
 
@@ -99,7 +100,7 @@ def default_weights(preset: str, dtype: torch.dtype, device, forward: str = "fas
             or forward != "fast"):
         return None
     from .models.cpuext import available
-    return "int4" if available() is None else None
+    return "int4-q8" if available() is None else None
 
 
 def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", forward: str = "fast",

@@ -48,8 +48,9 @@ def test_native_bf16_reads_cpu_flags():
 
 
 def test_default_dtype_is_float32_for_the_int4_preset(monkeypatch):
-    """The embedded preset's fastest lossless setting is its 4-bit target with float32 activations,
-    also on CPUs with native bf16; a custom target (no preset) keeps the bf16 rule."""
+    """The embedded preset's fastest lossless setting is its 4-bit target (the float32 dtype, 8-bit
+    activation blocks in the products), also on CPUs with native bf16; a custom target (no
+    preset) keeps the bf16 rule."""
     from dominotree.models import cpuext
     monkeypatch.setattr(live, "native_bf16", lambda cpuinfo=None: True)
     monkeypatch.setattr(cpuext, "unsupported", lambda: None)

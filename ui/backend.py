@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dominotree import live
 from dominotree.config import METHODS, ConfigError, DecodeConfig
+from dominotree.models.cpuext import unsupported as kernels_unsupported
 from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
 from dominotree.trace import DecodeTrace, RoundTrace
 
@@ -57,6 +58,8 @@ class ModelChoice:
     def dtype_note(self) -> str:
         if self.dtype == "float32":
             return "float32: outputs equal ar's exactly"
+        if self.device == "cpu" and kernels_unsupported() is None:
+            return f"{self.dtype}: outputs equal ar's exactly (the C++ kernels' row-independent attention)"
         return f"{self.dtype}: outputs may differ from ar's at near-ties (marked in the panes)"
 
 
@@ -65,6 +68,8 @@ from dominotree.presets import available_presets, default_preset, smollm2_instal
 
 def weights_label(target) -> str:
     """``int4 (Q4_1, float32 activations)``, ``float32``: what the target's products read."""
+    if target.weights == "int4-q8":
+        return "int4 (Q4_1, 8-bit activation blocks)"
     if target.weights != "int4":
         return target.weights
     return f"int4 (Q4_1, {str(target.fast.dtype).replace('torch.', '')} activations)"

@@ -172,7 +172,7 @@ def dtype_info(choice: be.ModelChoice) -> str:
     from dominotree.live import default_dtype
     fastest = default_dtype(choice.device, choice.preset if choice.target is None else None)
     return (f"float32: every method's text equals ar's token for token (the embedded target then runs its "
-            f"4-bit GGUF weights with float32 activations, where the C++ kernels build); "
+            f"4-bit GGUF weights times 8-bit activation blocks, as llama.cpp does, where the C++ kernels build); "
             f"the faster one on this machine: {fastest}")
 
 
