@@ -39,6 +39,7 @@ ROWS = (1, 2, 4, 8, 17, 33)
 # label -> (weights, forward, how): "" = as the CLI runs it; "torch-ops" = the fast forward without
 # the fused C++ layer steps; "torch-int4" = torch's int4 kernel with bf16 activations (the earlier int4)
 CONFIGS = {
+    "int4-q8 / fast": ("int4-q8", "fast", ""),
     "int4 / fast": ("int4", "fast", ""),
     "int4 / fast, torch int4 (bf16 act.)": ("int4", "fast", "torch-int4"),
     "float32 / fast": ("float32", "fast", ""),
@@ -65,7 +66,7 @@ def cpu_name() -> str:
 def load(paths, weights, forward, how=""):
     tgt = load_target(paths["target"], torch.float32, forward=forward, weights=weights, gguf=paths.get("gguf"))
     if how == "torch-ops":
-        tgt.fast.kernels = False
+        tgt.fast.kernels = tgt.fast.row_attention = False
     elif how == "torch-int4":
         from dominotree.models.fast import FastModel
         from dominotree.models.quant import gguf_q4_1, int4_linear
