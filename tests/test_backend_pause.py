@@ -78,3 +78,38 @@ def test_a_silent_decoder_is_stopped_and_reported(tiny_decoder, monkeypatch):
     assert job.done.is_set() and job.stalled and job.stop.is_set()
     assert max(silences) > be.STALL_S
     assert job.error is None and 2 <= len(job.result.rounds) < len(real(PROMPT, CFG).rounds)
+
+
+def test_a_heartbeat_between_pause_and_snapshot_does_not_release_the_worker():
+    """The worker clears ``resume`` before it publishes its snapshot; a heartbeat falling between
+    the two must not hand the page the old snapshot and release the pause (seen once when a round
+    took longer than the heartbeat: the page got the prefill twice and round 1 ran undrawn)."""
+    class FakeJob:
+        interval = None
+        stalled = False
+
+        def __init__(self):
+            self.resume, self.done, self.stop = threading.Event(), threading.Event(), threading.Event()
+            self.latest, self.version = "prefill", 1     # paused at its first snapshot
+
+        def wait(self, timeout):
+            time.sleep(min(timeout, 0.01))
+
+    job = FakeJob()
+    loop = be.wait_loop(job, heartbeat=0.02)
+    assert next(loop)[0] == "prefill" and not job.resume.is_set()     # held while the page draws
+    released = []
+
+    def worker():
+        assert job.resume.wait(5)                # the page asked for the next update: run round 1
+        job.resume.clear()                       # paused for round 1 ...
+        time.sleep(0.15)                         # ... several heartbeats before its snapshot is out
+        released.append(job.resume.is_set())
+        job.latest, job.version = "round 1", 2
+
+    t = threading.Thread(target=worker)
+    t.start()
+    got = next(loop)[0]
+    t.join()
+    assert got == "round 1" and released == [False]
+    job.done.set()

@@ -311,18 +311,21 @@ def wait_loop(job: Job, heartbeat: float = 3.0):
             job.wait(min(interval(), heartbeat))
             done = job.done.is_set()
             paused = not job.resume.is_set()
+            version = job.version
             now = time.perf_counter()
-            if job.version != seen:
+            if version != seen:
                 news = now
             silent = now - news
             if silent > STALL_S and not job.stop.is_set():
                 job.stalled = True
                 job.stop.set()
-            fresh = job.version != seen and (done or paused)
-            if job.latest is not None and (fresh or now - last >= heartbeat):
-                seen, last = job.version, now
+            fresh = version != seen and (done or paused)
+            # a heartbeat only while the worker computes: paused with nothing new is the moment
+            # between its pause and its snapshot, and a stale heartbeat must not release the pause
+            if job.latest is not None and (fresh or (now - last >= heartbeat and not paused)):
+                seen, last = version, now
                 yield job.latest, silent
-                if paused:
+                if paused and fresh:
                     job.resume.set()
             if done:
                 return
