@@ -122,8 +122,9 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
         raise ConfigError(f"{weights} weights run on the fast forward on the CPU only (--forward fast --device cpu)")
     if weights == "int4-q8":
         from .models.cpuext import available
-        if available() is not None:
-            raise ConfigError(f"int4-q8 weights need the C++ kernels: {available()}")
+        why = available()
+        if why is not None:
+            raise ConfigError(f"int4-q8 weights need the C++ kernels: {why}")
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     load_dtype = torch.float32 if weights in INT4_WEIGHTS else WEIGHT_DTYPES.get(weights, dtype)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=load_dtype, attn_implementation="sdpa",
@@ -200,8 +201,9 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
             # builders share (their trees are compared bit for bit)
             products = onednn_products
             if tgt.weights in INT4_WEIGHTS:
-                from .models.quantcpu import q8_products, q8q8_products
-                products = q8q8_products if tgt.weights == "int4-q8" else q8_products
+                from .models.quantcpu import Q8Linear, Q8Q8Linear, q8_products
+                blocks = Q8Q8Linear if tgt.weights == "int4-q8" else Q8Linear
+                products = lambda module: q8_products(module, blocks)   # noqa: E731
             products(d.fc)
             products(d.layers)
             pair.drafters[kind] = d

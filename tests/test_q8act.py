@@ -171,3 +171,16 @@ def test_attention_row_is_the_one_row_step_bit_for_bit():
         assert torch.equal(att(q, kv, start, mask, False)[5], tree_row)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_q8_products_route_a_linear_through_the_8_bit_activation_kernel():
+    """``q8_products(module, Q8Q8Linear)`` (the drafters next to an int4-q8 target): a Linear's
+    product is ``Q8Q8Linear`` of its weight's 8-bit blocks, plus its bias."""
+    g = torch.Generator().manual_seed(6)
+    lin = torch.nn.Linear(64, 40)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(40, 64, generator=g))
+    quantcpu.q8_products(lin, quantcpu.Q8Q8Linear)
+    x = torch.randn(5, 64, generator=g)
+    with torch.inference_mode():
+        assert torch.equal(lin(x), quantcpu.Q8Q8Linear(*quantize_q8_0(lin.weight))(x) + lin.bias)

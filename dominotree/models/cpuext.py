@@ -6,9 +6,9 @@
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
   cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU;
 - ``kernels/attention.cpp``: attention whose rows do not depend on each other (a verify row gets a
-  one-row step's bits), used by ``fast.FastModel`` in float32 on CPU after the prefill.
+  one-row step's bits), used by ``fast.FastModel`` in float32 and bf16 on CPU after the prefill.
 
-They need x86-64 with AVX2 and FMA, Linux, a C++ compiler and ninja (``make setup`` installs both
+They need x86-64 with AVX2, FMA and F16C, Linux, a C++ compiler and ninja (``make setup`` installs both
 and builds them: about 30 s once per torch version, into ``~/.cache/dominotree/kernels``).
 Where they cannot build, ``available()`` says why and callers keep torch's ops.
 ``DOMINOTREE_KERNELS=0`` turns them off (for A/B measurements).

@@ -31,6 +31,14 @@ def pack_q4(blocks: Q4_1) -> tuple[torch.Tensor, torch.Tensor]:
     return codes.reshape(n, k // 2).contiguous(), dm.contiguous()
 
 
+def _rows(x: torch.Tensor, in_features: int, kernel: str) -> torch.Tensor:
+    """``x`` as the contiguous float32 [rows, in_features] matrix the kernels take."""
+    x2 = x.reshape(-1, in_features)
+    if x2.dtype != torch.float32:
+        raise TypeError(f"the {kernel} kernel takes float32 activations, not {x2.dtype}")
+    return x2.contiguous()
+
+
 class Q4Linear:
     """``x @ W.T (+ b)`` with W as Q4_1 blocks, float32 activations (the kernel must be available)."""
 
@@ -43,10 +51,7 @@ class Q4Linear:
         self.bias = None if bias is None else bias.float()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.float32:
-            raise TypeError(f"the int4 float32 kernel takes float32 activations, not {x2.dtype}")
-        y = torch.ops.dominotree_quant.q4_linear(x2.contiguous(), self.codes, self.dm)
+        y = torch.ops.dominotree_quant.q4_linear(_rows(x, self.in_features, "int4 float32"), self.codes, self.dm)
         y = y.view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
@@ -100,10 +105,8 @@ class Q4Q8Linear:
         self.bias = None if bias is None else bias.float()
 
     def __call__(self, x: torch.Tensor, isa: int = -1) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.float32:
-            raise TypeError(f"the int4 x 8-bit kernel takes float32 activations, not {x2.dtype}")
-        y = torch.ops.dominotree_q8act.q4q8_linear(x2.contiguous(), self.codes, self.dm, self.out_features, isa)
+        y = torch.ops.dominotree_q8act.q4q8_linear(_rows(x, self.in_features, "int4 x 8-bit"), self.codes, self.dm,
+                                                   self.out_features, isa)
         y = y.view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
@@ -121,10 +124,8 @@ class Q8Linear:
         self.out_features, self.in_features = self.codes.shape
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.float32:
-            raise TypeError(f"the Q8_0 kernel takes float32 activations, not {x2.dtype}")
-        return torch.ops.dominotree_quant.q8_linear(x2.contiguous(), self.codes, self.d).view(*x.shape[:-1], -1)
+        y = torch.ops.dominotree_quant.q8_linear(_rows(x, self.in_features, "Q8_0"), self.codes, self.d)
+        return y.view(*x.shape[:-1], -1)
 
     def rows(self, ids: torch.Tensor | None = None) -> "Q8Linear":
         """The product of the rows ``ids`` only (``self`` when None): each output is the same chain
@@ -135,15 +136,6 @@ class Q8Linear:
         """The weight the kernel uses, [N, K] float32."""
         n, k = self.codes.shape
         return (self.codes.float().view(n, k // GROUP, GROUP) * self.d[..., None]).view(n, k)
-
-
-def q8_product(weight: torch.Tensor, bias: torch.Tensor | None):
-    """``x @ W.T (+ b)`` on 8-bit blocks of ``weight`` (``quantize_q8_0``: a quarter of float32's
-    bytes); oneDNN's float32 product where the kernel or the shape does not allow it."""
-    if weight.device.type != "cpu" or weight.shape[1] % GROUP or available() is not None:
-        return onednn_product(weight, bias)
-    lin = Q8Linear(*quantize_q8_0(weight))
-    return lin if bias is None else (lambda x: lin(x) + bias)
 
 
 def pack_q8_tiles(codes: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,10 +164,8 @@ class Q8Q8Linear:
         self.codes, self.d = pack_q8_tiles(self.q8.codes, self.q8.d)
 
     def __call__(self, x: torch.Tensor, isa: int = -1) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.float32:
-            raise TypeError(f"the 8-bit x 8-bit kernel takes float32 activations, not {x2.dtype}")
-        y = torch.ops.dominotree_q8act.q8q8_linear(x2.contiguous(), self.codes, self.d, self.out_features, isa)
+        y = torch.ops.dominotree_q8act.q8q8_linear(_rows(x, self.in_features, "8-bit x 8-bit"), self.codes, self.d,
+                                                   self.out_features, isa)
         return y.view(*x.shape[:-1], self.out_features)
 
     def rows(self, ids: torch.Tensor | None = None) -> "Q8Q8Linear":
@@ -187,23 +177,20 @@ class Q8Q8Linear:
         return self.q8.weight()
 
 
-def q8q8_product(weight: torch.Tensor, bias: torch.Tensor | None):
-    """``q8_product`` with 8-bit activation blocks too (``Q8Q8Linear``)."""
+def q8_product(weight: torch.Tensor, bias: torch.Tensor | None, kind=Q8Linear):
+    """``x @ W.T (+ b)`` on 8-bit blocks of ``weight`` (``quantize_q8_0``: a quarter of float32's
+    bytes) with ``kind`` (``Q8Linear``: float32 activations; ``Q8Q8Linear``: 8-bit activation
+    blocks); oneDNN's float32 product where the kernel or the shape does not allow it."""
     if weight.device.type != "cpu" or weight.shape[1] % GROUP or available() is not None:
         return onednn_product(weight, bias)
-    lin = Q8Q8Linear(*quantize_q8_0(weight))
+    lin = kind(*quantize_q8_0(weight))
     return lin if bias is None else (lambda x: lin(x) + bias)
 
 
-def q8_products(module: torch.nn.Module) -> torch.nn.Module:
-    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through ``q8_product``,
-    for decoding (``linear.route_products``: remade when a weight changes, autograd untouched).
-    Used for the drafters' backbones next to an int4 target (``presets.load_pair``): on 18
-    held-out prompts their tau was unchanged (``results/cheap-rounds``). Returns ``module``."""
-    return route_products(module, q8_product)
-
-
-def q8q8_products(module: torch.nn.Module) -> torch.nn.Module:
-    """``q8_products`` with 8-bit activation blocks (``q8q8_product``): next to an ``int4-q8``
-    target. Returns ``module``."""
-    return route_products(module, q8q8_product)
+def q8_products(module: torch.nn.Module, kind=Q8Linear) -> torch.nn.Module:
+    """Route the float32 CPU products of every ``nn.Linear`` in ``module`` through ``q8_product``
+    with ``kind``, for decoding (``linear.route_products``: remade when a weight changes, autograd
+    untouched). Used for the drafters' backbones next to an int4 target (``presets.load_pair``;
+    ``Q8Q8Linear`` next to ``int4-q8``): on 18 held-out prompts their tau was unchanged
+    (``results/cheap-rounds``). Returns ``module``."""
+    return route_products(module, lambda w, b: q8_product(w, b, kind))

@@ -12,7 +12,7 @@ at::Tensor dominotree_q4_linear(const at::Tensor& x, const at::Tensor& codes, co
 at::Tensor dominotree_attention(const at::Tensor& q, const at::Tensor& kv, int64_t start,
                                 const c10::optional<at::Tensor>& mask, bool causal);                 // attention.cpp
 at::Tensor dominotree_q4q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm,
-                                  int64_t n_out);                                                    // q4q8.cpp
+                                  int64_t n_out);                                                    // q8act.cpp
 
 namespace {
 
@@ -165,14 +165,14 @@ at::Tensor silu_mul(const at::Tensor& gu) {
 }
 
 // One Q4_1 product: float32 activations (quant.cpp's codes [N, K / 2]) or 8-bit activation blocks
-// (q4q8.cpp's tiles [N / 16, K / 32, 4, 16, 4]; the whole-layer op takes them only when N is a
+// (q8act.cpp's tiles [N / 16, K / 32, 4, 16, 4]; the whole-layer op takes them only when N is a
 // multiple of 16, so N is the tiles' width).
 at::Tensor q4_product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm) {
   if (codes.dim() == 5) return dominotree_q4q8_linear(x, codes, dm, codes.size(0) * codes.size(3));
   return dominotree_q4_linear(x, codes, dm);
 }
 
-// A whole decoder layer whose products are all Q4_1 (quant.cpp or q4q8.cpp), in one call: the same
+// A whole decoder layer whose products are all Q4_1 (quant.cpp or q8act.cpp), in one call: the same
 // ops in the same order as FastModel._block's Python composition (so the same bits), without ~40
 // Python-level op dispatches per layer. w = [ln1, ln2, qkv codes, qkv dm, o codes, o dm, gate_up
 // codes, gate_up dm, down codes, down dm].
