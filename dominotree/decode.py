@@ -20,9 +20,9 @@ from .presets import Pair
 from .models.childgru import child_gru
 from .scoring import (ConditionalScorer, DraftBlock, MarginalScorer, StaticScorer, domino_chain,
                       greedy_chain)
-from .trace import DecodeTrace, RoundTrace
+from .trace import UNREAD, DecodeTrace, RoundTrace
 from .tree import Tree, accept_walk
-from .verify import sample, verify_tree
+from .verify import TreeRows, sample, verify_tree
 
 MAX_PROMPT_TOKENS = 4096
 
@@ -51,6 +51,7 @@ class Decoder:
         self.annotate_rounds = annotate  # trace-only extras (Top-M lists, marginal tree); off in benchmarks
         self.target = pair.target
         self.cost_model = cost_model   # verify-cost model for the adaptive budgets (caddtree, condadaptive)
+        self.read_all_rows = False     # every tree row's target token in the traces even when not annotating
         self._text_cache: dict[int, str] = {}
         self._vocabs: dict[int, DraftVocab] = {}
 
@@ -153,18 +154,22 @@ class Decoder:
             built, scorer, ab_info = self.build(cfg, drafter, block, root, start, builder, ab, clock, vocab)
             t = clock.now()
             tree = built.tree
-            # 3. verify: one target forward over the tree with ancestor-only attention
-            vout = verify_tree(tgt, cache, tree, start, taps)
-            post = sample(vout.logits, cfg.temperature, gen)
+            # 3. verify: one target forward over the tree with ancestor-only attention; the LM
+            # head and the draw run only on the rows the accept walk reads, as it reads them
+            vout = verify_tree(tgt, cache, tree, start, taps, lazy_head=True)
+            rows = TreeRows(tgt, tree, vout, cfg.temperature, gen)
+            accepted, bonus = accept_walk(tree, rows)
             t = clock.lap("verify", t)
-            # 4. commit: walk matches, keep the accepted rows' KV and features, new bonus
-            accepted, bonus = accept_walk(tree, post)
+            # 4. commit: keep the accepted rows' KV and features; the bonus is the next root
             cache_compact(cache, start, accepted)
             if taps is not None:
                 feats = vout.feats[:, accepted]
                 feat_pos = torch.arange(start, start + len(accepted), device=dev)
             committed = [tree.tokens[i] for i in accepted[1:]] + [bonus]
             clock.lap("commit", t)
+            # untimed: the rows the walk did not read, for traces that show every row (-1 if not)
+            post = rows.read_all() if self.annotate_rounds or self.read_all_rows else \
+                [UNREAD if x is None else x for x in rows.tokens]
             rt = RoundTrace(round=rnd, start=start, method=cfg.method, builder=cfg.builder,
                             temperature=float(cfg.temperature), tree=tree, target_tokens=post,
                             accepted=accepted, bonus=bonus, stage_ms=dict(clock.ms),
@@ -244,6 +249,8 @@ class Decoder:
         rt.marginal_tree = _global(build_reference(marg, block.root, None, cfg.tree, depth), vocab).tree
         if vocab is not None:
             rt.candidates = [vocab.to_global(c) for c in rt.candidates]
+        from .rebuild import keep
+        keep(self, rt, block, cfg)     # the block for rebuilds under other settings (a viewer's; rebuild.py)
 
     def generate(self, prompt: str | list[int], cfg: DecodeConfig, should_stop=None, on_round=None,
                  draft_fn=None, chat: bool = True) -> DecodeTrace:

@@ -9,15 +9,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .config import STAGES
+from .errors import TraceError  # defined with every user error in errors.py; importable here
 from .tree import Tree
 
 SCHEMA = "dominotree.trace"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2             # 2: RoundTrace.draft (the drafter rows a rebuild needs, rebuild.py)
+READABLE_VERSIONS = (1, 2)     # a version-1 trace loads with draft None: its rounds cannot be rebuilt
 MAX_TRACE_BYTES = 64 * 1024 * 1024
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be read; the message says what is wrong."""
 
 
 @dataclass
@@ -31,6 +29,9 @@ class Menu:
     ranks: list[int]             # rank of each child in the Top-M base list (-1: outside it)
 
 
+UNREAD = -1    # a tree row whose target token the verify did not compute (``verify.TreeRows``)
+
+
 @dataclass
 class RoundTrace:
     round: int
@@ -39,7 +40,8 @@ class RoundTrace:
     builder: str
     temperature: float
     tree: Tree
-    target_tokens: list[int]     # the target's token (sample or argmax) at every tree row
+    target_tokens: list[int]     # the target's token (sample or argmax) at every tree row; UNREAD
+                                 # (-1) where the accept walk did not read the row and no trace asked
     accepted: list[int]          # accepted rows, root first
     bonus: int
     stage_ms: dict[str, float] = field(default_factory=dict)
@@ -48,6 +50,7 @@ class RoundTrace:
     menus: list[Menu] = field(default_factory=list)
     marginal_tree: Tree | None = None     # DDTree-style tree on the same block
     build_ab: dict | None = None          # {"builders": [a, b], "ms": [ta, tb], "identical": bool}
+    draft: dict | None = None             # drafter rows + root state for rebuilds (rebuild.rows_dict)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -57,7 +60,7 @@ class RoundTrace:
 
     def token_ids(self) -> set[int]:
         """Every token id this round mentions (tree, target rows, menus, candidates)."""
-        ids = set(self.tree.tokens) | set(self.target_tokens) | {self.bonus}
+        ids = set(self.tree.tokens) | (set(self.target_tokens) - {UNREAD}) | {self.bonus}
         for m in self.menus:
             ids.update(m.tokens)
         if self.marginal_tree is not None:
@@ -168,8 +171,8 @@ class DecodeTrace:
 def trace_from_dict(d: dict) -> DecodeTrace:
     if not isinstance(d, dict) or d.get("schema") != SCHEMA:
         raise TraceError("not a DominoTree trace (missing schema 'dominotree.trace')")
-    if d.get("version") != SCHEMA_VERSION:
-        raise TraceError(f"trace schema version {d.get('version')!r} is not supported (expected {SCHEMA_VERSION})")
+    if d.get("version") not in READABLE_VERSIONS:
+        raise TraceError(f"trace schema version {d.get('version')!r} is not supported (expected one of {READABLE_VERSIONS})")
     d = {k: v for k, v in d.items() if k not in ("schema", "version")}
     try:
         rounds = [RoundTrace.from_dict(r) for r in d.pop("rounds", [])]

@@ -86,6 +86,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
         return block
     starts, accept, draft, commit = [], [], [], []
     dec.build, dec.draft = timed_build, timed_draft
+    all_rows, dec.read_all_rows = dec.read_all_rows, True     # prefix_accept reads every row's token
     try:
         dec.generate("Warm-up", DecodeConfig(method=method, max_new_tokens=16, builder=builder, tree=tree,
                                              draft_vocab=draft_vocab))
@@ -100,7 +101,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
                 draft.append(rt.stage_ms["draft"])
                 commit.append(rt.stage_ms["commit"])
     finally:
-        dec.build, dec.draft = real_build, real_draft
+        dec.build, dec.draft, dec.read_all_rows = real_build, real_draft, all_rows
     from .machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
             "weights": dec.target.weights, "builder": builder,

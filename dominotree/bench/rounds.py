@@ -147,8 +147,9 @@ def instrumented(dec):
     """Wrap the decoder's draft, verify and sampling calls so the hooks know the stage, and time
     sampling; yields the hooks. Everything is restored on exit."""
     from .. import decode as D
+    from .. import verify as V
     hooks = StageHooks(dec)
-    real_draft, real_verify, real_sample = dec.draft, D.verify_tree, D.sample
+    real_draft, real_verify, real_sample, real_rows = dec.draft, D.verify_tree, V.sample_with, D.TreeRows
 
     def draft(*a, **k):
         with hooks.booked("draft"):
@@ -158,16 +159,22 @@ def instrumented(dec):
         with hooks.booked("verify"):
             return real_verify(*a, **k)
 
+    class Rows(real_rows):      # the accept walk's reads: LM head and draw of the rows it needs
+        def __getitem__(self, i):
+            with hooks.booked("verify"):
+                return super().__getitem__(i)
+
     def sample(*a, **k):
         t0 = hooks._now()
         out = real_sample(*a, **k)
-        hooks.acc["sampling"] = hooks.acc.get("sampling", 0.0) + (hooks._now() - t0) * 1e3
+        if hooks.stage is not None:
+            hooks.acc["sampling"] = hooks.acc.get("sampling", 0.0) + (hooks._now() - t0) * 1e3
         return out
-    dec.draft, D.verify_tree, D.sample = draft, verify, sample
+    dec.draft, D.verify_tree, V.sample_with, D.TreeRows = draft, verify, sample, Rows
     try:
         yield hooks
     finally:
-        dec.draft, D.verify_tree, D.sample = real_draft, real_verify, real_sample
+        dec.draft, D.verify_tree, V.sample_with, D.TreeRows = real_draft, real_verify, real_sample, real_rows
         hooks.remove()
 
 

@@ -203,10 +203,12 @@ class FastModel:
 
     # --- forward -----------------------------------------------------------------------------
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: KVCache, mask: torch.Tensor | None = None,
-                taps: tuple[int, ...] | None = None, rows: slice | None = None):
+                taps: tuple[int, ...] | None = None, rows: slice | None = None, head: bool = True):
         """``ids``/``positions`` [1, n]; ``mask`` None (causal) or additive ``(1, 1, n, past + n)``.
 
-        Returns (logits [len(rows), V] float32, feats [1, n, len(taps) * H] or None).
+        Returns (logits [len(rows), V] float32, feats [1, n, len(taps) * H] or None); with
+        ``head=False`` the final-normed hidden rows [n, H] instead of logits, for ``head_logits``
+        to read the rows a caller needs later (the verify's accept walk).
         """
         n = ids.shape[1]
         start = cache.length
@@ -227,10 +229,17 @@ class FastModel:
             h = self._norm(x, self.norm)
         if len(self.layers) - 1 in feats:   # transformers' hidden_states[-1] is the normed output
             feats[len(self.layers) - 1] = h
-        out = h if rows is None else h[rows]
-        with time("lm_head"):
-            logits = self.head_linear(out.to(self.head.dtype)).float()
-        return logits, (torch.cat([feats[t] for t in taps], dim=-1)[None] if taps else None)
+        feats = torch.cat([feats[t] for t in taps], dim=-1)[None] if taps else None
+        if not head:
+            return h, feats
+        return self.head_logits(h if rows is None else h[rows]), feats
+
+    def head_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """float32 logits of final-normed rows ``h`` [k, H]. A row's logits do not depend on the
+        other rows given (the head products are row-independent: ``tests/test_fast.py``), so
+        reading rows one batch at a time gives the bits of one batch of all of them."""
+        with (self.timer or _untimed)("lm_head"):
+            return self.head_linear(h.to(self.head.dtype)).float()
 
     def _mask(self, mask, n: int, start: int):
         """(attn_mask, is_causal) for SDPA."""

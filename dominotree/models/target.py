@@ -84,8 +84,9 @@ def cache_compact(cache, start: int, keep_rows: list[int]) -> None:
 
 @dataclass
 class TargetOutput:
-    logits: torch.Tensor          # [n, V] float32
+    logits: torch.Tensor | None   # [n, V] float32; None when the forward kept ``hidden`` instead
     feats: torch.Tensor | None    # [1, n, len(taps) * H] in the model dtype
+    hidden: torch.Tensor | None = None   # [n, H] final-normed rows, for ``Target.head_logits``
 
 
 class Target:
@@ -143,13 +144,19 @@ class Target:
         return DynamicCache(config=self.config)
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor | None = None,
-                taps: tuple[int, ...] | None = None, last_only: bool = False) -> TargetOutput:
+                taps: tuple[int, ...] | None = None, last_only: bool = False, lazy_head: bool = False) -> TargetOutput:
         """Run ``ids`` [1, n] at ``positions`` [1, n] against ``cache`` (appended to it).
 
         ``mask`` is a 4D additive float mask ``(1, 1, n, past + n)`` or None for causal.
         ``taps`` are 0-indexed decoder layers whose outputs are returned as features
-        (``hidden_states[l + 1]``: index 0 is the embedding output).
+        (``hidden_states[l + 1]``: index 0 is the embedding output). ``lazy_head``: on the fast
+        forward, keep the final-normed rows (``hidden``) and leave the LM head to
+        ``head_logits`` for the rows that are read; the transformers forward computes every
+        row's logits regardless.
         """
+        if self.fast is not None and lazy_head and not last_only:
+            hidden, feats = self.fast.forward(ids, positions, cache, mask, taps, head=False)
+            return TargetOutput(None, feats, hidden)
         if self.fast is not None:
             logits, feats = self.fast.forward(ids, positions, cache, mask, taps, slice(-1, None) if last_only else None)
             return TargetOutput(logits, feats)
@@ -166,6 +173,10 @@ class Target:
         if taps:
             feats = torch.cat([out.hidden_states[l + 1] for l in taps], dim=-1)
         return TargetOutput(out.logits[0].float(), feats)
+
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """float32 logits of the verify's final-normed rows (``TargetOutput.hidden``)."""
+        return self.fast.head_logits(hidden)
 
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         return self.embed(ids)
