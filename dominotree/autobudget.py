@@ -20,8 +20,19 @@ The choice is the ``b`` with the highest prediction, the smaller on a tie: a pur
 profile and the calibration, hence deterministic. It is one fixed budget per pair, method and
 device, not a per-round rule (CondAdaptive's per-round rule is what the paper shows failing).
 
-The calibration is cached like the cost model: ``results/budget_<preset>_<device>_<method>.json``
-(made by ``python -m dominotree calibrate-budget``).
+Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
+prompts and records the tree's measured verify stage, so each prediction carries what the profile
+leaves out (the draw, the mask, Python between the stages): ``ar`` at ``C_v(0; l)`` plus its
+measured remainder, a tree at ``C_v(b; l)`` plus the tree's. A tree is chosen only when predicted
+at least ``AR_MARGIN`` faster than ``ar``; otherwise ``auto`` decodes plainly and says why
+(``AutoChoice.reason``).
+
+Both files are measured per machine, target weights and dtype, and kept in
+``~/.cache/dominotree/auto/<preset>_<device>_<cpu>_<weights>_<dtype>/`` (``machine_dir``); a file
+under ``results/`` is used only when it was made on this kind of CPU (model name, ISA, family and
+model numbers, cores) with these weights and dtype. Another machine's file is never borrowed:
+``--budget auto`` measures on first use (``python -m dominotree calibrate-budget`` does it
+separately; the explorer has a button).
 """
 from __future__ import annotations
 
@@ -36,7 +47,9 @@ from .costmodel import device_slug
 from .tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2        # 2: the tree's verify ms per round and the ar rounds (budget 0)
+READABLE_VERSIONS = (1, 2)
+AR_MARGIN = 0.03          # a tree must be predicted this much faster than ar to be chosen over it
 # the fixed-budget heaps whose first b pops are the budget-b tree, ties included
 # (tests/test_autobudget.py; DDTree's top-budget lists break it at exact ties)
 AUTO_METHODS = ("marg", "condstatic", "dominotree")
@@ -67,6 +80,9 @@ class Calibration:
     build_ms: list[float]                # median build ms at each grid budget
     meta: dict = field(default_factory=dict)
     draft_grid_ms: list[float] | None = None   # median draft ms at each grid budget (None: draft_ms)
+    verify_ms: list[float] | None = None       # per round: the measured verify stage (version 2)
+    ar_starts: list[int] | None = None         # ar on the same prompts: each round's start
+    ar_ms: list[float] | None = None           #   and its ms, all stages (version 2)
 
     def __post_init__(self):
         if not self.accept or len(self.accept) != len(self.starts):
@@ -78,6 +94,11 @@ class Calibration:
             raise ValueError("build_grid must be increasing, with one build time per budget")
         if self.draft_grid_ms is not None and len(self.draft_grid_ms) != len(self.build_grid):
             raise ValueError("draft_grid_ms needs one draft time per grid budget")
+        if self.verify_ms is not None and len(self.verify_ms) != len(self.starts):
+            raise ValueError("verify_ms needs one time per round")
+        if (self.ar_ms is None) != (self.ar_starts is None) or \
+                (self.ar_ms is not None and (not self.ar_ms or len(self.ar_ms) != len(self.ar_starts))):
+            raise ValueError("ar_ms and ar_starts go together, one per ar round")
 
     def draft_at(self, b: int) -> float:
         """Draft ms at budget ``b`` (the grid's, linear between its budgets, flat beyond them)."""
@@ -105,18 +126,21 @@ class Calibration:
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "method": self.method, "budget_max": self.budget_max,
                 "starts": self.starts, "accept": self.accept, "draft_ms": self.draft_ms, "commit_ms": self.commit_ms,
                 "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta,
-                **({"draft_grid_ms": self.draft_grid_ms} if self.draft_grid_ms is not None else {})}
+                **({"draft_grid_ms": self.draft_grid_ms} if self.draft_grid_ms is not None else {}),
+                **({"verify_ms": self.verify_ms} if self.verify_ms is not None else {}),
+                **({"ar_starts": self.ar_starts, "ar_ms": self.ar_ms} if self.ar_ms is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise ValueError(f"not a DominoTree budget calibration (missing schema {SCHEMA!r})")
-        if d.get("version") != SCHEMA_VERSION:
+        if d.get("version") not in READABLE_VERSIONS:
             raise ValueError(f"calibration version {d.get('version')!r} is not supported")
+        opt = lambda k, f: [f(x) for x in d[k]] if d.get(k) is not None else None   # noqa: E731
         return cls(d["method"], int(d["budget_max"]), [int(s) for s in d["starts"]],
                    [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
                    [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {},
-                   [float(x) for x in d["draft_grid_ms"]] if d.get("draft_grid_ms") is not None else None)
+                   opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float))
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -127,21 +151,62 @@ class Calibration:
         return path
 
 
+def _median(xs) -> float:
+    xs = sorted(xs)
+    k = len(xs)
+    return float(xs[k // 2] if k % 2 else (xs[k // 2 - 1] + xs[k // 2]) / 2)
+
+
+def ar_round_ms(cal: Calibration, cost_model) -> float:
+    """Predicted ms of one ``ar`` round (one token) over the calibration's ar rounds: the
+    profile's one-row forward plus the remainder ar's rounds measured beyond it. A version-1
+    calibration has no ar rounds: the profile's forward plus the tree's commit time."""
+    if cal.ar_ms is None:
+        return sum(cost_model.verify_ms_at(0, s) + cal.commit_ms for s in cal.starts) / len(cal.starts)
+    rest = max(0.0, _median(m - cost_model.verify_ms_at(0, s) for s, m in zip(cal.ar_starts, cal.ar_ms)))
+    return sum(cost_model.verify_ms_at(0, s) + rest for s in cal.ar_starts) / len(cal.ar_starts)
+
+
 def curve(cal: Calibration, cost_model) -> list[dict]:
-    """Per budget b = 1..budget_max: tau (mean tokens per round) and predicted tokens/s."""
-    out = []
+    """Per budget b = 0..budget_max (0: plain decoding): tau (mean tokens per round), the round's
+    predicted ms and ``ar`` steps, predicted tokens/s and speedup over ``ar``."""
+    ar_ms = ar_round_ms(cal, cost_model)
+    # what the profile's forward leaves out of a tree's verify stage (the draw, mask, Python)
+    over = 0.0 if cal.verify_ms is None else max(0.0, _median(
+        v - cost_model.verify_ms_at(cal.budget_max, s) for s, v in zip(cal.starts, cal.verify_ms)))
+    out = [{"budget": 0, "tau": 1.0, "round_ms": ar_ms, "round_ar_steps": 1.0,
+            "predicted_tokens_per_s": 1e3 / ar_ms, "speedup": 1.0}]
     n = len(cal.accept)
     for b in range(1, cal.budget_max + 1):
         toks = sum(a[b - 1] for a in cal.accept)
-        ms = sum(cal.draft_at(b) + cal.build_at(b) + cost_model.verify_ms_at(b, s) + cal.commit_ms for s in cal.starts)
-        out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "predicted_tokens_per_s": 1e3 * toks / ms})
+        ms = sum(cal.draft_at(b) + cal.build_at(b) + cost_model.verify_ms_at(b, s) + over + cal.commit_ms
+                 for s in cal.starts)
+        out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "round_ar_steps": ms / n / ar_ms,
+                    "predicted_tokens_per_s": 1e3 * toks / ms, "speedup": toks / n / (ms / n / ar_ms)})
     return out
 
 
 def choose(cal: Calibration, cost_model) -> int:
-    """The budget with the highest predicted tokens/s (the smallest such budget on a tie)."""
-    best = max(curve(cal, cost_model), key=lambda r: (r["predicted_tokens_per_s"], -r["budget"]))
-    return int(best["budget"])
+    """The budget with the highest predicted tokens/s (the smallest such budget on a tie), or 0
+    (plain decoding) when no tree is predicted ``AR_MARGIN`` faster than ``ar``."""
+    return _choose(curve(cal, cost_model))
+
+
+def _choose(rows: list[dict]) -> int:
+    best = max(rows[1:], key=lambda r: (r["predicted_tokens_per_s"], -r["budget"]))
+    return int(best["budget"]) if best["speedup"] >= 1 + AR_MARGIN else 0
+
+
+def explain(rows: list[dict], budget: int) -> str:
+    """One line a person can read: why ``auto`` chose ``budget`` (0: plain decoding)."""
+    best = max(rows[1:], key=lambda r: (r["predicted_tokens_per_s"], -r["budget"]))
+    if budget == 0:
+        return (f"auto: no tree pays here: the best, budget {best['budget']}, costs {best['round_ar_steps']:.2f} ar "
+                f"steps a round and commits {best['tau']:.2f} tokens (predicted {best['speedup']:.2f}x ar), "
+                f"so it decodes plainly")
+    r = rows[budget]
+    return (f"auto: budget {budget}: a round costs {r['round_ar_steps']:.2f} ar steps and commits {r['tau']:.2f} "
+            f"tokens, predicted {r['speedup']:.2f}x ar")
 
 
 def default_path(preset: str, device, method: str, draft_vocab: int = 0) -> Path:
@@ -153,7 +218,7 @@ def default_path(preset: str, device, method: str, draft_vocab: int = 0) -> Path
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    from .cli import UserError
+    from .errors import UserError
     path = Path(path)
     if not path.is_file():
         raise UserError(f"budget calibration not found: {path} (make one with `python -m dominotree calibrate-budget`)")
@@ -165,7 +230,7 @@ def load_calibration(path: str | Path) -> Calibration:
 
 def require_profile(path: str | Path, preset: str, dtype: str):
     """The verify-cost profile ``--budget auto`` needs, or one line saying how to make it."""
-    from .cli import UserError
+    from .errors import UserError
     from .costmodel import load_cost_model
     path = Path(path)
     if not path.is_file():
@@ -176,32 +241,95 @@ def require_profile(path: str | Path, preset: str, dtype: str):
 
 @dataclass(frozen=True)
 class AutoChoice:
-    """What ``--budget auto`` chose for one method on one pair and device, and from which files."""
+    """What ``--budget auto`` chose for one method on one pair and device, why, and from which
+    files. ``budget`` 0: no tree is predicted to pay, the method decodes plainly."""
     method: str
     budget: int
     calibration: Path
     cost_model: Path
     created: str | None = None                  # when the calibration was made (its meta)
-    warnings: tuple[str, ...] = ()              # the calibration was made with another preset or dtype
+    warnings: tuple[str, ...] = ()              # given files made with another preset, dtype or machine
     curve: list = field(default_factory=list, compare=False)
+    reason: str = ""                            # ``explain``: the choice in one line
 
     def describe(self) -> str:
-        """``budget auto = 6 (calibrated 2025-05-01, budget_smollm2_cpu_dominotree.json)``."""
+        """``budget auto = 6 (calibrated 2025-05-01, budget_dominotree.json): auto: budget 6: ...``."""
         when = f"calibrated {self.created[:10]}, " if self.created else "calibrated, "
-        return f"budget auto = {self.budget} ({when}{self.calibration.name})"
+        head = "plain decoding" if self.budget == 0 else str(self.budget)
+        return f"budget auto = {head} ({when}{self.calibration.name})" + (f": {self.reason}" if self.reason else "")
+
+    def to_dict(self) -> dict:
+        """The choice as the CLI's JSON, traces and bench summaries record it."""
+        return {"method": self.method, "budget": self.budget, "reason": self.reason,
+                "calibration": str(self.calibration), "cost_model": str(self.cost_model), "warnings": list(self.warnings),
+                "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in self.curve]}
+
+
+def machine_dir(preset: str, device, weights: str | None, dtype: str) -> Path:
+    """Where this machine keeps the files of ``--budget auto`` for a pair, weights and dtype:
+    ``$DOMINOTREE_CACHE/auto/<preset>_<device>_<cpu signature>_<weights>_<dtype>``."""
+    import torch
+    from .machine import cpu_signature
+    from .models.smollm2 import cache_root
+    slug = lambda x: re.sub(r"[^A-Za-z0-9_.-]+", "-", str(x))   # noqa: E731
+    cpu = cpu_signature() if torch.device(device).type == "cpu" else ""
+    parts = [preset or "custom", device_slug(device), cpu, weights or dtype, dtype]
+    return cache_root() / "auto" / "_".join(slug(p) for p in parts if p)
+
+
+def not_made_here(meta: dict, device, weights: str | None, dtype: str) -> list[str]:
+    """Why a profile or calibration (its ``meta``) does not fit this machine, weights and dtype;
+    empty when it does. A file that does not record one of them does not fit: costs and the best
+    budget do not carry across CPUs (Zen 4 and Zen 5 share "AMD EPYC" and the ISA flags), weights
+    or dtypes."""
+    import torch
+    from .machine import cpu_isa, cpu_model, cpu_signature
+    made = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
+    want = {"dtype": (meta.get("dtype"), dtype)}
+    if weights is not None:
+        want["weights"] = (meta.get("weights"), weights)
+    if torch.device(device).type == "cpu":
+        for k, here in (("cpu", cpu_model()), ("cpu_isa", cpu_isa()), ("cpu_signature", cpu_signature()),
+                        ("cpu_count", os.cpu_count())):
+            want[k] = (made.get(k), here)
+    elif torch.cuda.is_available():
+        want["gpu"] = (made.get("gpu"), torch.cuda.get_device_name(torch.device(device)))
+    return [f"{k} {have!r} (here {here!r})" for k, (have, here) in want.items() if have != here]
+
+
+def _meta(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text())
+        return d.get("meta") or {} if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None,
-               draft_vocab: int = 0) -> tuple[Path, Path]:
-    """The verify-cost profile and the calibration of this run (the given ones, else the defaults;
-    a draft-vocabulary run's own ``_v<N>`` file: ``resolve_auto`` makes it when it is missing)."""
+               draft_vocab: int = 0, weights: str | None = None, dtype: str | None = None) -> tuple[Path, Path]:
+    """The verify-cost profile and the calibration of this run: the given ones, else the first of
+    this machine's (``machine_dir``) and the committed ``results/`` file that was made here with
+    these weights and dtype, else where this machine's will be saved once measured (a
+    draft-vocabulary run has its own ``_v<N>`` calibration)."""
     from .costmodel import default_path as cost_path
-    return (Path(cost_model_path) if cost_model_path else cost_path(preset, device),
-            Path(calibration_path) if calibration_path else default_path(preset, device, method, draft_vocab))
+    here = machine_dir(preset, device, weights, dtype or "float32")
+    vocab = f"_v{draft_vocab}" if draft_vocab else ""
+
+    def pick(given, mine: Path, committed: Path) -> Path:
+        if given:
+            return Path(given)
+        if dtype is None:           # no way to tell: the committed default, as before
+            return committed
+        for p in (mine, committed):
+            if p.is_file() and not not_made_here(_meta(p), device, weights, dtype):
+                return p
+        return mine
+    return (pick(cost_model_path, here / "cost_model.json", cost_path(preset, device)),
+            pick(calibration_path, here / f"budget_{method}{vocab}.json", default_path(preset, device, method, draft_vocab)))
 
 
 def check_auto_method(method: str) -> None:
-    from .cli import UserError
+    from .errors import UserError
     if method not in AUTO_METHODS:
         raise UserError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
                         f"not {method!r}")
@@ -212,26 +340,20 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
     """``--budget auto`` from the saved profile and calibration; it never calibrates. Raises
     UserError, one line naming the commands that make what is missing. ``weights``: the target's
     weights (int4, bf16, float32) when known, to warn about files made with other weights."""
-    from .cli import UserError
+    from .errors import UserError
     from .costmodel import load_cost_model
     check_auto_method(method)
-    cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab)
-    if draft_vocab and calibration_path is None and not kpath.is_file() \
-            and default_path(preset, device, method).is_file():
-        kpath = default_path(preset, device, method)     # never calibrating: the full vocabulary's, with a warning
+    cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab, weights, dtype)
     pair = "--target DIR --drafter DIR" if preset == "custom" else f"--preset {preset}"
-    need = []
-    if not cpath.is_file():
-        need.append(("a verify-cost profile", f"profile-cost {pair} --dtype {dtype} --out {cpath}"))
-    if not kpath.is_file():
-        out = "" if calibration_path is None else f" --out {kpath}"
+    missing = [w for w, p in (("a verify-cost profile", cpath), (f"a {method} budget calibration", kpath))
+               if not p.is_file()]
+    if missing:
         vocab = f" --draft-vocab {draft_vocab}" if draft_vocab else ""
-        need.append((f"a {method} budget calibration",
-                     f"calibrate-budget {pair} --dtype {dtype} --method {method}{vocab}{out}"))
-    if need:
-        raise UserError(f"--budget auto needs {' and '.join(w for w, _ in need)} for {preset} on "
-                        f"{device_slug(device)}: make {'it' if len(need) == 1 else 'them'} with "
-                        + ", then ".join(f"`python -m dominotree {c}`" for _, c in need))
+        wt = f" --weights {weights}" if weights and weights != dtype else ""
+        raise UserError(f"--budget auto needs {' and '.join(missing)} made on this machine ({device_slug(device)}, "
+                        f"{weights or dtype} weights, {dtype}): measure {'it' if len(missing) == 1 else 'them'} "
+                        f"with `python -m dominotree calibrate-budget {pair} --dtype {dtype}{wt} --method {method}"
+                        f"{vocab}` (about two minutes), or run `generate --budget auto`, which measures on first use")
     cm, cal = load_cost_model(cpath), load_calibration(kpath)
     if cal.method != method:
         raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")
@@ -249,7 +371,9 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         made = cal.meta.get("draft_vocab", 0) or "the full"
         warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
                      f"{draft_vocab or 'the full one'}",)
-    return AutoChoice(method, choose(cal, cm), kpath, cpath, cal.meta.get("created"), warnings, curve(cal, cm))
+    rows = curve(cal, cm)
+    budget = _choose(rows)
+    return AutoChoice(method, budget, kpath, cpath, cal.meta.get("created"), warnings, rows, explain(rows, budget))
 
 
 def other_machine(made_on: dict | None, device, what: str) -> tuple[str, ...]:
@@ -258,19 +382,19 @@ def other_machine(made_on: dict | None, device, what: str) -> tuple[str, ...]:
     import torch
     if not isinstance(made_on, dict) or torch.device(device).type != "cpu":
         return ()
-    from .bench.machine import cpu_isa, cpu_model
+    from .machine import cpu_isa, cpu_model
     here = {"cpu": cpu_model(), "cpu_isa": cpu_isa(), "cpu_count": os.cpu_count()}
     diff = [f"{k} {made_on[k]!r} (here {v!r})" for k, v in here.items() if made_on.get(k) not in (None, v)]
     return (f"the {what} was made on another machine: {', '.join(diff)}; recalibrate here",) if diff else ()
 
 
-def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "float32") \
+def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "float32", weights: str | None = None) \
         -> tuple[list[DecodeConfig], dict[str, AutoChoice], list[str]]:
     """Every config whose method has a calibration here gets its auto budget (never calibrating);
     the others keep theirs. Returns the configs, the choices by method, and one line per reason a
     method with a tree kept its budget (tree-less methods have none to choose)."""
     from dataclasses import replace
-    from .cli import UserError
+    from .errors import UserError
     out, chosen, kept = [], {}, {}
     for cfg in cfgs:
         why = None
@@ -280,7 +404,7 @@ def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "floa
             why = f"auto is calibrated for {', '.join(AUTO_METHODS)} only"
         else:
             try:
-                ch = auto_choice(preset, device, cfg.method, dtype, draft_vocab=cfg.draft_vocab)
+                ch = auto_choice(preset, device, cfg.method, dtype, draft_vocab=cfg.draft_vocab, weights=weights)
                 chosen[cfg.method] = ch
                 cfg = replace(cfg, tree=replace(cfg.tree, budget=ch.budget))
             except (UserError, OSError) as e:
@@ -292,16 +416,16 @@ def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "floa
     return out, chosen, notes
 
 
-def auto_available(preset: str, device, dtype: str = "float32", draft_vocab: int = 0) \
+def auto_available(preset: str, device, dtype: str = "float32", draft_vocab: int = 0, weights: str | None = None) \
         -> tuple[dict[str, AutoChoice], str | None]:
     """The auto choice of every method calibrated for this pair and device (and draft vocabulary)
     and, when there is none, the one line saying why (for ``dominotree``: the commands that make
     what it lacks)."""
-    from .cli import UserError
+    from .errors import UserError
     chosen, reason = {}, None
     for m in AUTO_METHODS:
         try:
-            chosen[m] = auto_choice(preset, device, m, dtype, draft_vocab=draft_vocab)
+            chosen[m] = auto_choice(preset, device, m, dtype, draft_vocab=draft_vocab, weights=weights)
         except (UserError, OSError) as e:
             if m == "dominotree" or reason is None:
                 reason = str(e)

@@ -10,105 +10,35 @@ import os
 import sys
 from pathlib import Path
 
-from .config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig
-
-
-class UserError(Exception):
-    """Raised for anything the user can fix; printed as one line."""
-
-
-def _user_errors():
-    from .models.drafter import CheckpointError
-    from .presets import PresetError
-    from .trace import TraceError
-    errs = [ConfigError, CheckpointError, PresetError, TraceError, UserError, FileNotFoundError]
-    try:
-        from .models.smollm2 import MissingTargetError
-        errs.append(MissingTargetError)
-    except ImportError:
-        pass
-    return tuple(errs)
-
-
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model pair")
-    g.add_argument("--preset", default=None, help="smollm2 (default), random-tiny, qwen3-4b, qwen3-8b")
-    g.add_argument("--target", default=None, help="target folder (transformers causal LM)")
-    g.add_argument("--drafter", action="append", default=None,
-                   help="drafter folder in the released format (repeat for a DFlash and a Domino drafter)")
-    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    g.add_argument("--weights", default=None, choices=["int4", "int4-q8", "bf16", "float32"],
-                   help="target weights (default: int4-q8 for the embedded pair in float32 where the C++ kernels build, "
-                        "else --dtype); int4-q8 = the GGUF's Q4_1 blocks times 8-bit activation blocks, as llama.cpp "
-                        "multiplies (the fastest); int4 = the same blocks with float32 activations (the float32 model's "
-                        "tokens; bf16 activations without the kernels)")
-    g.add_argument("--forward", default="fast", choices=["fast", "hf"],
-                   help="target forward: fast (Llama/Qwen3; others fall back) or the transformers one")
-
-
-def add_tree_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("tree")
-    g.add_argument("--budget", type=budget_arg, default=16,
-                   help="draft tree nodes (default 16), or auto: the fixed budget with the best predicted "
-                        "tokens/s on this device (needs a profile-cost profile; calibrates once)")
-    g.add_argument("--corr-topm", type=int, default=64, help="Top-M base candidates the correction rescores (0 = full vocab)")
-    g.add_argument("--node-topk", type=int, default=8, help="children per expanded node (default 8)")
-    g.add_argument("--builder", default=None, choices=BUILDERS,
-                   help="tree builder (default: the fastest the identity tests cover on the device: "
-                        "graph on CPU, python on CUDA; python is the reference)")
-    g.add_argument("--ab-builder", default=None, choices=BUILDERS,
-                   help="also build every round with this builder and record both times")
-    g.add_argument("--draft-vocab", type=int, default=0, metavar="N",
-                   help="the drafters score only the N most frequent tokens (FR-Spec style: a cheaper draft LM "
-                        "head and build; lossless either way). 0 (default): the full vocabulary, as the paper")
-
-
-def budget_arg(s: str):
-    """``--budget``: an integer or ``auto``."""
-    if s.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer or auto, got {s!r}") from None
-
-
-def load_pair_from_args(a):
-    from .presets import load_pair
-    if a.target is None and a.drafter:
-        raise UserError("--drafter needs --target")
-    if a.target is not None:
-        if a.preset:
-            raise UserError("give either --preset or --target/--drafter, not both")
-        for path in [a.target, *(a.drafter or [])]:
-            if not Path(path).is_dir():
-                raise UserError(f"folder does not exist: {path}")
-    return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device,
-                     forward=getattr(a, "forward", "fast"), weights=getattr(a, "weights", None))
+from . import pairargs
+from .config import METHODS, DecodeConfig, TreeConfig
+from .errors import USER_ERRORS, UserError  # noqa: F401 - UserError importable here, as before
+from .pairargs import add_model_args, add_tree_args, budget_arg, load_pair_from_args  # noqa: F401 - likewise
 
 
 def cmd_generate(a) -> int:
     if not a.prompt or not a.prompt.strip():
         raise UserError("--prompt is empty")
-    pair = None
+    pair, auto = None, None
     if a.budget == "auto":
-        from .bench.calibrate import resolve_auto
-        pair = load_pair_from_args(a)
-        a.budget, info = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
+        from .calibrate import resolve_auto
+        pair = pairargs.load_pair_from_args(a)
+        a.budget, auto = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
                                       tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk),
                                       draft_vocab=a.draft_vocab)
-        print(f"--budget auto: {a.budget} for {a.method} ({info['calibration']}, {info['cost_model']})", file=sys.stderr)
+        print(f"--budget auto: {auto['reason']} ({auto['calibration']}, {auto['cost_model']})", file=sys.stderr)
     cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                        seed=a.seed, builder=a.builder, ab_builder=a.ab_builder, draft_vocab=a.draft_vocab,
                        tree=TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
     if a.trace and not Path(a.trace).resolve().parent.is_dir():
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
     from .decode import Decoder
-    dec = Decoder(pair or load_pair_from_args(a), annotate=bool(a.trace))    # trace-only extras only for --trace
+    dec = Decoder(pair or pairargs.load_pair_from_args(a), annotate=bool(a.trace))    # trace-only extras only for --trace
     if not a.no_warm_up:     # tok/s as bench and the explorer time it: first-call costs paid before
         dec.warm_up(methods=[a.method])
     trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
+    if auto is not None:     # what auto chose and why, with the run (budget 0: plain decoding)
+        trace.config["auto"] = {k: auto[k] for k in ("budget", "reason", "calibration", "cost_model")}
     if a.trace:
         trace.to_json(a.trace)
     if a.json:
@@ -117,6 +47,8 @@ def cmd_generate(a) -> int:
                "tau": round(trace.tau, 4), "rounds": len(trace.rounds), "new_tokens": len(trace.token_ids),
                "tokens_per_s": round(trace.tokens_per_s, 3),
                "stage_ms": {k: round(v, 3) for k, v in trace.stage_ms().items()}}
+        if auto is not None:
+            out["budget"], out["auto"] = a.budget, trace.config["auto"]
         print(json.dumps(out, ensure_ascii=False))
     else:
         print(trace.text)
@@ -152,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                            ("bench-build", "dominotree.bench.build", "time tree builders per round"),
                            ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive"),
                            ("profile-rounds", "dominotree.bench.rounds", "per-stage time per round, in ar steps"),
-                           ("calibrate-budget", "dominotree.bench.calibrate", "calibrate --budget auto")):
+                           ("calibrate-budget", "dominotree.bench.calibrate", "calibrate --budget auto"),
+                           ("acceptance", "dominotree.bench.acceptance", "acceptance by depth and budget, T = 0")):
         s = sub.add_parser(name, help=hlp, add_help=False)
         s.set_defaults(func=None, module=mod)
     return p
@@ -162,7 +95,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
-    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds", "calibrate-budget"):
+    if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds", "calibrate-budget",
+                                   "acceptance"):
         ns, rest = p.parse_known_args(argv[:1])
         import importlib
         try:
@@ -176,7 +110,6 @@ def main(argv=None) -> int:
 
 
 def _guard(fn) -> int:
-    errs = _user_errors()
     try:
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()
@@ -185,7 +118,7 @@ def _guard(fn) -> int:
         pass
     try:
         return int(fn() or 0)
-    except errs as e:
+    except USER_ERRORS as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"error: {msg}", file=sys.stderr)
         return 2

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import ConfigError  # defined with every user error in errors.py; importable here
+
 STAGES = ("draft", "build", "verify", "commit")
 
 # method -> which drafter checkpoint it needs ("dflash", "domino", or None for plain AR)
@@ -37,20 +39,17 @@ def default_builder(device=None) -> str:
 MAX_BUDGET = 1024
 
 
-class ConfigError(ValueError):
-    """A setting that cannot work; the message says which and why."""
-
-
 @dataclass(frozen=True)
 class TreeConfig:
-    budget: int = 16          # non-root nodes in the draft tree
+    budget: int = 16          # non-root nodes in the draft tree; 0: none, plain decoding (auto's "no tree pays")
     corr_topm: int = 64       # Top-M base candidates the correction may rescore (0 = full vocab)
     node_topk: int = 8        # K children per expanded node
     max_depth: int | None = None  # None: the drafter's block depth (15 DFlash, 16 Domino)
 
     def __post_init__(self):
-        if not isinstance(self.budget, int) or not 1 <= self.budget <= MAX_BUDGET:
-            raise ConfigError(f"budget must be an integer in [1, {MAX_BUDGET}], got {self.budget!r}")
+        if not isinstance(self.budget, int) or not 0 <= self.budget <= MAX_BUDGET:
+            raise ConfigError(f"budget must be an integer in [0, {MAX_BUDGET}] (0: no tree, plain decoding), "
+                              f"got {self.budget!r}")
         if not isinstance(self.corr_topm, int) or self.corr_topm < 0:
             raise ConfigError(f"corr_topm must be >= 0 (0 = full vocabulary), got {self.corr_topm!r}")
         if not isinstance(self.node_topk, int) or self.node_topk < 1:

@@ -112,6 +112,8 @@ class Decoder:
         """Yield ``(RoundTrace, committed_tokens)`` per round; the first item is ``(None, [first])``,
         the token sampled from the prefill. ``draft_fn`` replaces the drafter (tests)."""
         drafter = self.check(prompt_ids, cfg)
+        if cfg.tree.budget == 0:      # no tree (what --budget auto runs when no tree pays): plain decoding
+            drafter = None
         tgt, dev = self.target, self.target.device
         gen = torch.Generator(device=dev)
         gen.manual_seed(cfg.seed)

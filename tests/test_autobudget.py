@@ -109,10 +109,10 @@ def test_auto_choice_is_deterministic(tmp_path):
     from dominotree.autobudget import load_calibration
     from dominotree.costmodel import load_cost_model
     assert choose(load_calibration(tmp_path / "cal.json"), load_cost_model(tmp_path / "cm.json")) == b
-    rows = curve(cal, cm)
+    rows = curve(cal, cm)                    # rows[0] is budget 0: plain decoding
     best = max(r["predicted_tokens_per_s"] for r in rows)
-    assert rows[b - 1]["predicted_tokens_per_s"] == best
-    assert all(r["predicted_tokens_per_s"] < best for r in rows[:b - 1])        # the smallest on a tie
+    assert b > 0 and rows[b]["budget"] == b and rows[b]["predicted_tokens_per_s"] == best
+    assert all(r["predicted_tokens_per_s"] < best for r in rows[:b])        # the smallest on a tie
     # verify rows that cost nothing favour the largest budget; expensive rows a small one
     assert choose(cal, CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.0)) >= b
     assert choose(cal, CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=20.0)) <= b
@@ -128,7 +128,7 @@ def test_draft_time_follows_the_usable_depths():
     back = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
     assert back.draft_grid_ms == cal.draft_grid_ms
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
-    assert curve(cal, cm)[0]["round_ms"] < curve(_calibration(), cm)[0]["round_ms"]
+    assert curve(cal, cm)[1]["round_ms"] < curve(_calibration(), cm)[1]["round_ms"]
     with pytest.raises(ValueError):
         Calibration("dominotree", 4, [1], [[1, 2, 3, 4]], 1.0, 1.0, [1, 4], [1.0, 2.0], {}, [1.0])
 
@@ -150,80 +150,110 @@ def test_calibration_refuses_bad_shapes():
         Calibration.from_dict({"schema": "something else"})
 
 
-def test_auto_choice_reads_the_saved_files_and_never_calibrates(tmp_path, monkeypatch):
-    """What the explorer uses: the choice from the saved profile and calibration, or one line
-    naming the commands that make what is missing; nothing is written."""
-    from dominotree.autobudget import apply_auto, auto_available, auto_choice, default_path
-    from dominotree.cli import UserError
+def _made_here(obj, weights="float32", dtype="float32", **meta):
+    from dominotree.machine import hardware_info
+    obj.meta.update({"hardware": hardware_info("cpu"), "weights": weights, "dtype": dtype, **meta})
+    return obj
+
+
+def test_auto_chooses_plain_decoding_when_no_tree_pays_and_says_why():
+    """Budget 0 is a candidate: with verify rows that cost as much as a step, no tree is predicted
+    AR_MARGIN faster than ar, so auto decodes plainly; the reason names the best tree's cost in ar
+    steps and what it commits. The ar rounds' measured remainder counts on ar's side."""
+    from dominotree.autobudget import AR_MARGIN, ar_round_ms, explain
+    cal = _calibration()
+    cheap = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    dear = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=35.0)
+    assert choose(cal, cheap) > 0 and choose(cal, dear) == 0
+    rows = curve(cal, dear)
+    assert rows[0] == {"budget": 0, "tau": 1.0, "round_ms": rows[0]["round_ms"], "round_ar_steps": 1.0,
+                       "predicted_tokens_per_s": 1e3 / rows[0]["round_ms"], "speedup": 1.0}
+    assert all(r["speedup"] < 1 + AR_MARGIN for r in rows[1:])
+    best = max(rows[1:], key=lambda r: r["predicted_tokens_per_s"])
+    why = explain(rows, 0)
+    assert why.startswith(f"auto: no tree pays here: the best, budget {best['budget']}, costs "
+                          f"{best['round_ar_steps']:.2f} ar steps a round and commits {best['tau']:.2f} tokens")
+    b = choose(cal, cheap)
+    assert explain(curve(cal, cheap), b).startswith(f"auto: budget {b}: a round costs ")
+    # a tree predicted only just faster than ar (within the margin) is not worth its risk
+    edge = [dict(r) for r in curve(cal, cheap)]
+    for r in edge[1:]:
+        r["speedup"] = min(r["speedup"], 1 + AR_MARGIN / 2)
+    from dominotree.autobudget import _choose
+    assert _choose(edge) == 0
+    # version 2: ar rounds measured on the same prompts give ar's remainder beyond the forward
+    cal.ar_starts, cal.ar_ms = [100, 101, 102], [40.0, 41.0, 42.0]
+    assert ar_round_ms(cal, cheap) == pytest.approx(35.0 + 6.0)
+    back = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert (back.ar_starts, back.ar_ms) == (cal.ar_starts, cal.ar_ms)
+    v1 = {**_calibration().to_dict(), "version": 1}
+    assert Calibration.from_dict(v1).ar_ms is None              # older files still read
+
+
+def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_path, monkeypatch):
+    """What the explorer and bench use: this machine's files (its cache, or a committed results/ file
+    made here with these weights and dtype); another machine's, weights' or dtype's file is never
+    borrowed. Missing: one line naming the command that measures them; nothing is written."""
+    from dominotree.autobudget import apply_auto, auto_available, auto_choice, auto_paths, default_path, machine_dir
     from dominotree.config import DecodeConfig
     from dominotree.costmodel import default_path as cost_path
+    from dominotree.errors import UserError
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     with pytest.raises(UserError) as e:
-        auto_choice("smollm2", "cpu", "dominotree", "bfloat16")
+        auto_choice("smollm2", "cpu", "dominotree", "bfloat16", weights="bf16")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("--budget auto needs a verify-cost profile and a dominotree budget "
-                                              "calibration for smollm2 on cpu: make them with `python -m dominotree "
-                                              "profile-cost --preset smollm2 --dtype bfloat16 --out ")
-    assert msg.endswith(", then `python -m dominotree calibrate-budget --preset smollm2 --dtype bfloat16 "
-                        "--method dominotree`")
+                                              "calibration made on this machine (cpu, bf16 weights, bfloat16)")
+    assert "`python -m dominotree calibrate-budget --preset smollm2 --dtype bfloat16 --weights bf16 --method " \
+           "dominotree`" in msg
     with pytest.raises(UserError, match="fixed-budget tree methods"):
         auto_choice("smollm2", "cpu", "ddtree")
     assert auto_available("smollm2", "cpu")[0] == {} and "calibrate-budget" in auto_available("smollm2", "cpu")[1]
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
+    # committed files made on another CPU with other weights: not used
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
-    cm.save(cost_path("smollm2", "cpu"))
-    with pytest.raises(UserError, match=r"needs a marg budget calibration for smollm2 on cpu: make it with "
-                                        r"`python -m dominotree calibrate-budget --preset smollm2 --dtype float32 "
-                                        r"--method marg`$"):
-        auto_choice("smollm2", "cpu", "marg")
     cal = _calibration()
-    cal.save(default_path("smollm2", "cpu", "dominotree"))
-    cal.save(default_path("smollm2", "cpu", "marg"))             # a dominotree calibration under marg's name
-    ch = auto_choice("smollm2", "cpu", "dominotree", "float32")
+    _made_here(cm, weights="int4-q8"); _made_here(cal, weights="int4-q8", preset="smollm2")
+    cm.meta["hardware"]["cpu_signature"] = cal.meta["hardware"]["cpu_signature"] = "AuthenticAMD-25-17"
+    cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
+    here = machine_dir("smollm2", "cpu", "int4-q8", "float32")
+    assert auto_paths("smollm2", "cpu", "dominotree", weights="int4-q8", dtype="float32") == \
+        (here / "cost_model.json", here / "budget_dominotree.json")
+    with pytest.raises(UserError, match="made on this machine"):
+        auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
+    # made here: the committed ones are used, without a warning
+    _made_here(cm, weights="int4-q8"); _made_here(cal, weights="int4-q8", preset="smollm2")
+    cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
+    ch = auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
     assert ch.budget == choose(cal, cm) and ch.calibration == default_path("smollm2", "cpu", "dominotree")
-    assert ch.warnings == ("the budget calibration was made with preset 'test', this run uses 'smollm2'",)
-    with pytest.raises(UserError, match="is for 'dominotree', not 'marg'"):
-        auto_choice("smollm2", "cpu", "marg")
-    cfgs = [DecodeConfig(method=m) for m in ("ar", "dflash", "ddtree", "marg", "dominotree")]
-    out, chosen, notes = apply_auto(cfgs, "smollm2", "cpu")
-    assert [c.tree.budget for c in out] == [16, 16, 16, 16, ch.budget] and list(chosen) == ["dominotree"]
-    assert len(notes) == 2 and notes[0].startswith("ddtree keeps budget 16: auto is calibrated for")
-    assert notes[1].startswith("marg keeps budget 16: budget calibration") and "is for 'dominotree'" in notes[1]
+    assert ch.warnings == () and ch.reason.startswith(f"auto: budget {ch.budget}: ")
+    assert ch.to_dict()["reason"] == ch.reason and ch.to_dict()["curve"][0]["budget"] == 0
+    with pytest.raises(UserError, match="made on this machine"):        # other weights: not these files
+        auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4")
+    # this machine's cache comes first
+    dear = _made_here(CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=35.0), weights="int4-q8")
+    dear.save(here / "cost_model.json")
+    ch = auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
+    assert ch.cost_model == here / "cost_model.json" and ch.budget == 0
+    assert ch.describe().startswith("budget auto = plain decoding (") and "no tree pays here" in ch.describe()
+    cfgs = [DecodeConfig(method=m) for m in ("ar", "dflash", "ddtree", "dominotree")]
+    out, chosen, notes = apply_auto(cfgs, "smollm2", "cpu", "float32", "int4-q8")
+    assert [c.tree.budget for c in out] == [16, 16, 16, 0] and list(chosen) == ["dominotree"]
+    assert len(notes) == 1 and notes[0].startswith("ddtree keeps budget 16: auto is calibrated for")
 
 
-def test_draft_vocabulary_runs_read_their_own_calibration(tmp_path, monkeypatch):
-    """``/v8192`` runs read ``..._dominotree_v8192.json`` when it exists, else the full-vocabulary
-    calibration with a warning that its draft and build times are not theirs."""
-    import dataclasses
-    from dominotree.autobudget import apply_auto, auto_choice, default_path
-    from dominotree.cli import UserError
-    from dominotree.config import DecodeConfig
-    from dominotree.costmodel import default_path as cost_path
-    monkeypatch.chdir(tmp_path)
-    assert default_path("smollm2", "cpu", "dominotree", 8192).name == "budget_smollm2_cpu_dominotree_v8192.json"
-    with pytest.raises(UserError, match=r"--method dominotree --draft-vocab 8192`$"):
-        auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
-    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
-    cm.save(cost_path("smollm2", "cpu"))
-    full = _calibration()
-    full.meta["preset"] = "smollm2"
-    full.save(default_path("smollm2", "cpu", "dominotree"))
-    ch = auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
-    assert ch.calibration == default_path("smollm2", "cpu", "dominotree")
-    assert ch.warnings == ("the budget calibration was made with the full drafter vocabulary, this run uses 8192",)
-    # resolve_auto (which calibrates when its file is missing) is pointed at the run's own file
-    from dominotree.autobudget import auto_paths
-    assert auto_paths("smollm2", "cpu", "dominotree", draft_vocab=8192)[1] == default_path("smollm2", "cpu", "dominotree", 8192)
-    assert auto_choice("smollm2", "cpu", "dominotree").warnings == ()
-    # its own calibration, with drafts 8 ms cheaper: read for /v8192 only, without a warning
-    own = dataclasses.replace(full, draft_ms=full.draft_ms - 8.0, meta={**full.meta, "draft_vocab": 8192})
-    own.save(default_path("smollm2", "cpu", "dominotree", 8192))
-    ch = auto_choice("smollm2", "cpu", "dominotree", draft_vocab=8192)
-    assert ch.calibration == default_path("smollm2", "cpu", "dominotree", 8192) and ch.warnings == ()
-    assert ch.budget == choose(own, cm)
-    _, chosen, _ = apply_auto([DecodeConfig(method="dominotree", draft_vocab=8192)], "smollm2", "cpu")
-    assert chosen["dominotree"].calibration == ch.calibration
+def test_budget_zero_decodes_plainly(tiny_decoder):
+    """What auto runs when no tree pays: the method with budget 0 drafts nothing, its rounds are
+    ar's, and it says so in its config (the reason travels with the run: cli, explorer, bench)."""
+    from dominotree.config import DecodeConfig, TreeConfig
+    ar = tiny_decoder.generate("Hello", DecodeConfig(method="ar", max_new_tokens=12))
+    tr = tiny_decoder.generate("Hello", DecodeConfig(method="dominotree", max_new_tokens=12, tree=TreeConfig(budget=0)))
+    assert tr.token_ids == ar.token_ids and all(r.tree.num_nodes == 0 for r in tr.rounds)
+    assert tr.config["tree"]["budget"] == 0
+    with pytest.raises(Exception, match=r"budget must be an integer in \[0, "):
+        TreeConfig(budget=-1)
 
 
 # --- from the command line -------------------------------------------------------------------------
@@ -231,7 +261,8 @@ def test_draft_vocabulary_runs_read_their_own_calibration(tmp_path, monkeypatch)
 @pytest.fixture
 def cli(tiny_pair, monkeypatch, capsys, tmp_path):
     import dominotree.cli as C
-    monkeypatch.setattr(C, "load_pair_from_args", lambda a: tiny_pair)
+    import dominotree.pairargs
+    monkeypatch.setattr(dominotree.pairargs, "load_pair_from_args", lambda a: tiny_pair)
     monkeypatch.chdir(tmp_path)
 
     def run(*argv):
@@ -244,14 +275,23 @@ def cli(tiny_pair, monkeypatch, capsys, tmp_path):
     return run
 
 
-def test_auto_without_a_profile_is_one_clear_line(cli, tmp_path):
-    code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi")
-    assert code == 2 and len(err.strip().splitlines()) == 1
-    assert err.startswith("error: --budget auto needs a verify-cost profile") and "profile-cost" in err
-    (tmp_path / "p.jsonl").write_text('{"prompt": "Hi"}\n')
-    code, out, err = cli("bench", "--preset", "random-tiny", "--prompts", str(tmp_path / "p.jsonl"), "--methods",
-                         "ar,dominotree@auto", "--no-progress", "--out", str(tmp_path / "o"))
-    assert code == 2 and err.strip().splitlines()[-1].startswith("error: --budget auto needs a verify-cost profile")
+def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkeypatch):
+    """No file of this machine: ``--budget auto`` measures the profile and the calibration once
+    (progress on stderr), caches them per machine and weights, and the JSON says what it chose and
+    why; the second run reuses them. A bad --budget is one clear line."""
+    import dominotree.calibrate as K
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
+    code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
+                         "--max-new-tokens", "8", "--json", "--no-warm-up")
+    assert code == 0, err
+    assert "no verify-cost profile of this machine" in err and "calibrating now" in err
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["auto"]["budget"] == last["budget"] and last["auto"]["reason"].startswith("auto: ")
+    assert str(tmp_path / "cache" / "auto") in last["auto"]["calibration"]
+    code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
+                         "--max-new-tokens", "8", "--json", "--no-warm-up")
+    assert code == 0 and "calibrating now" not in err and "using budget calibration" in err
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "many", "--prompt", "Hi")
     assert code == 2 and "integer or auto" in err
 
@@ -300,11 +340,11 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     from ui.controls import auto_budget_control, auto_budgets
     from ui.panes import auto_html
     monkeypatch.chdir(tmp_path)                 # the default paths are results/... of the working directory
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     choice = ModelChoice(preset="random-tiny", device="cpu")
     cfgs = [DecodeConfig(method=m, tree=TreeConfig(budget=24)) for m in ("ar", "ddtree", "dominotree")]
     ctl = auto_budget_control(choice)
     assert ctl["interactive"] is False and ctl["value"] is False and "\n" not in ctl["info"]
-    assert "`python -m dominotree profile-cost --preset random-tiny" in ctl["info"]
     assert "`python -m dominotree calibrate-budget --preset random-tiny --dtype float32 --method dominotree`" in ctl["info"]
     assert auto_budgets(cfgs, choice, False) == (cfgs, {}, "")
     out, chosen, note = auto_budgets(cfgs, choice, True)
@@ -317,6 +357,7 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
                       build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
                       meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    _made_here(cal, weights=choice.weights); _made_here(cm, weights=choice.weights)
     cm.save(cost_path("random-tiny", "cpu"))
     cal.save(default_path("random-tiny", "cpu", "dominotree"))
     b = choose(cal, cm)

@@ -51,6 +51,15 @@ class ModelChoice:
         """The loaded pair's name (``Pair.name``): the preset, or ``custom`` for folders."""
         return self.preset if self.target is None else "custom"
 
+    @property
+    def weights(self) -> str:
+        """The target weights this choice loads (``Target.weights``): the preset's default here,
+        else the dtype's (what ``--budget auto``'s files are kept by)."""
+        import torch
+        from dominotree.presets import default_weights
+        w = default_weights(self.preset, getattr(torch, self.dtype), self.device) if self.target is None else None
+        return w or {"float32": "float32", "bfloat16": "bf16"}.get(self.dtype, self.dtype)
+
     def label(self) -> str:
         what = self.preset if self.target is None else f"custom target {Path(self.target).name}"
         return f"{what} · {self.dtype} · {self.device}"

@@ -110,13 +110,14 @@ def auto_budget_control(choice: be.ModelChoice, draft_vocab: int = 0) -> dict:
     """The auto checkbox's settings for this pair, device and draft vocabulary: usable when a
     budget calibration exists (its info says what auto chooses), else off, with the one-line
     reason (the button below makes one; so do the commands)."""
-    chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype, draft_vocab)
+    chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype, draft_vocab, choice.weights)
     if not chosen:
         return dict(value=False, interactive=False,
                     info=f"unavailable until this machine is calibrated (the button below, or the commands): {reason}")
     made = sorted({c.created[:10] for c in chosen.values() if c.created})
     warn = sorted({w for c in chosen.values() for w in c.warnings})
-    return dict(interactive=True, info="auto = " + ", ".join(f"{m} {c.budget}" for m, c in chosen.items())
+    return dict(interactive=True, info="auto = " + ", ".join(f"{m} {c.budget or 'plain decoding'}"
+                                                             for m, c in chosen.items())
                 + f" (calibrated {', '.join(made) or 'here'}); other methods keep the slider's budget"
                 + "".join(f" · warning: {w}" for w in warn))
 
@@ -127,7 +128,7 @@ def auto_budgets(cfgs: list[DecodeConfig], choice: be.ModelChoice, on: bool) -> 
     note saying what auto chose and which methods kept the slider's budget and why."""
     if not on:
         return cfgs, {}, ""
-    cfgs, chosen, kept = apply_auto(cfgs, choice.pair_name, choice.device, choice.dtype)
+    cfgs, chosen, kept = apply_auto(cfgs, choice.pair_name, choice.device, choice.dtype, choice.weights)
     return cfgs, chosen, " · ".join([f"{m}: {c.describe()}" for m, c in chosen.items()] + kept)
 
 

@@ -32,25 +32,27 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .. import pairargs
 from ..config import METHODS, ConfigError, TreeConfig
+from ..errors import UserError
+from ..machine import hardware_info, versions_info
 from .ablation import ABLATIONS, ablation_variants, write_ablation
-from .machine import hardware_info, versions_info
 from .report import final_object, human_table
 from .run import SEED_BASE, _bench_decoder, check_prompts, encode_messages, read_answers, run_bench
 from .summary import ADAPTIVE, _per_prompt, summarize
-from .variants import HF_GENERATE, Variant, parse_variants, user_error as _user_error
+from .variants import HF_GENERATE, Variant, parse_variants
 
 
 def _floats(s: str, name: str) -> list[float]:
     try:
         out = [float(x) for x in s.split(",") if x.strip()]
     except ValueError:
-        raise _user_error(f"{name} must be a comma-separated list of numbers, got {s!r}") from None
+        raise UserError(f"{name} must be a comma-separated list of numbers, got {s!r}") from None
     if not out:
-        raise _user_error(f"{name} is empty")
+        raise UserError(f"{name} is empty")
     for t in out:
         if not 0 <= t <= 100:
-            raise _user_error(f"{name}: temperature must be in [0, 100], got {t}")
+            raise UserError(f"{name}: temperature must be in [0, 100], got {t}")
     return out
 
 
@@ -58,15 +60,14 @@ def _ints(s: str, name: str) -> list[int]:
     try:
         return [int(x) for x in s.split(",") if x.strip()]
     except ValueError:
-        raise _user_error(f"{name} must be a comma-separated list of integers, got {s!r}") from None
+        raise UserError(f"{name} must be a comma-separated list of integers, got {s!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..cli import add_model_args, add_tree_args
     p = argparse.ArgumentParser(prog="python -m dominotree bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(p)
-    add_tree_args(p)
+    pairargs.add_model_args(p)
+    pairargs.add_tree_args(p)
     g = p.add_argument_group("prompts")
     g.add_argument("--prompts", default=None, help="JSONL file: 'prompt' or 'turns', optional 'id', 'category'")
     g.add_argument("--dataset", default=None,
@@ -94,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the verify-cost profile comes from --cost-model or its default)")
     g.add_argument("--no-warmup", action="store_true")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    from .distributed import add_ray_args
+    add_ray_args(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="output folder (default results/bench-<preset>-<time>)")
     g.add_argument("--resume", action="store_true", help="continue a run in --out, skipping finished prompts")
@@ -110,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_cost_model(a, pair, needed: bool, out: Path):
     """The cost model for the adaptive methods: --cost-model, the default file, or profile now."""
     from ..costmodel import default_path, load_cost_model
-    from .cost import profile
+    from ..costprofile import profile
     if not needed:
         return None
     if a.cost_model:
@@ -147,13 +150,13 @@ def resolve_auto_variants(a, pair, variants: list) -> dict:
     auto = {}
     for i, v in enumerate(variants):
         if v.auto:
-            from .calibrate import resolve_auto
+            from ..calibrate import resolve_auto
             cal = calibration_file(a.calibration, pair, v.method, v.draft_vocab)
             b, info = resolve_auto(pair, v.method, a.cost_model, cal, tree=v.tree, builder=a.builder,
                                    progress=not a.no_progress, draft_vocab=v.draft_vocab)
             variants[i] = replace(v, tree=replace(v.tree, budget=b))
             auto[v.label] = info
-            print(f"{v.label}: budget {b} (predicted best on this device; {info['calibration']})", file=sys.stderr)
+            print(f"{v.label}: {info['reason']} ({info['calibration']})", file=sys.stderr)
     return auto
 
 
@@ -167,7 +170,8 @@ def auto_report(res: dict, auto: dict) -> dict:
             got = ms.get(label, {})
             ratio = (got.get("tokens_per_s") / ms[b16]["tokens_per_s"]) if b16 and got.get("tokens_per_s") and \
                 ms[b16].get("tokens_per_s") else None
-            out.setdefault(t, {})[label] = {"budget": info["budget"], "speedup": got.get("speedup"),
+            out.setdefault(t, {})[label] = {"budget": info["budget"], "reason": info.get("reason"),
+                                            "speedup": got.get("speedup"),
                                             "vs_budget_16": round(ratio, 4) if ratio else None}
     return out
 
@@ -185,9 +189,9 @@ def main(argv=None) -> int:
             write_ablation(res, abl, out)
         return _finish(a, res, out)
     if a.max_new_tokens < 1:
-        raise _user_error("--max-new-tokens must be >= 1")
+        raise UserError("--max-new-tokens must be >= 1")
     if a.repeats < 1:
-        raise _user_error("--repeats must be >= 1")
+        raise UserError("--repeats must be >= 1")
     from .datasets import load_prompts
     prompts = load_prompts(a.prompts, a.dataset, a.limit)
     if a.prepare_only:
@@ -195,13 +199,13 @@ def main(argv=None) -> int:
         return 0
     temps = list(dict.fromkeys(_floats(a.temperatures, "--temperatures")))
     if a.budget == "auto":
-        raise _user_error("bench chooses auto budgets per method: list them as --methods ...,dominotree@auto")
+        raise UserError("bench chooses auto budgets per method: list them as --methods ...,dominotree@auto")
     if a.draft_vocab:
-        raise _user_error("bench takes draft vocabularies per method: list them as --methods ...,dominotree/v16384")
+        raise UserError("bench takes draft vocabularies per method: list them as --methods ...,dominotree/v16384")
     try:
         base = TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk)
     except ConfigError as e:
-        raise _user_error(str(e)) from None
+        raise UserError(str(e)) from None
     if a.ablation:
         variants = ablation_variants(a.ablation, base, a.methods, _ints(a.budgets, "--budgets"),
                                      _ints(a.topms, "--topms"))
@@ -210,13 +214,12 @@ def main(argv=None) -> int:
     else:
         variants = parse_variants(a.methods, base) if a.methods else None
     if variants and any(v.method == HF_GENERATE for v in variants) and any(t > 0 for t in temps):
-        raise _user_error(f"{HF_GENERATE} is the greedy reference: run it with --temperatures 0")
+        raise UserError(f"{HF_GENERATE} is the greedy reference: run it with --temperatures 0")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
-    from ..cli import load_pair_from_args
     from ..costmodel import device_slug
-    pair = load_pair_from_args(a)
+    pair = pairargs.load_pair_from_args(a)
     if a.builder is None:
         from ..config import default_builder
         a.builder = default_builder(pair.target.device)
@@ -230,7 +233,7 @@ def main(argv=None) -> int:
         if a.overwrite:
             shutil.rmtree(out / "answers")
         elif not a.resume:
-            raise _user_error(f"{out} already holds answers: pass --resume to continue it or --overwrite to replace them")
+            raise UserError(f"{out} already holds answers: pass --resume to continue it or --overwrite to replace them")
     out.mkdir(parents=True, exist_ok=True)
     cm = resolve_cost_model(a, pair, any(v.method in ADAPTIVE for v in variants), out)
     auto = resolve_auto_variants(a, pair, variants)
@@ -256,9 +259,18 @@ def main(argv=None) -> int:
            "hardware": {k: hw[k] for k in ("device", "cpu", "torch_threads") if k in hw} | (
                {"gpu": hw["gpu"]} if "gpu" in hw else {}),
            "versions": versions_info()}
-    run_bench(dec, prompts, variants, temps, out, max_new_tokens=a.max_new_tokens, repeats=a.repeats,
-              builder=a.builder, ab_builder=a.ab_builder, chat=chat, warmup=not a.no_warmup, resume=a.resume,
-              progress=not a.no_progress, ctx=ctx)
+    if a.ray:
+        from .distributed import cluster_hardware, run_bench_ray
+        run_meta["ray"] = run_bench_ray(a.ray, a, prompts, variants, temps, out, cost_model=cm,
+                                        max_new_tokens=a.max_new_tokens, repeats=a.repeats, builder=a.builder,
+                                        ab_builder=a.ab_builder, chat=chat, warmup=not a.no_warmup, resume=a.resume,
+                                        progress=not a.no_progress, ctx=ctx, workers=a.ray_workers,
+                                        cpus_per_worker=a.ray_cpus_per_worker)
+        run_meta["hardware"] = cluster_hardware(hw, run_meta["ray"])
+    else:
+        run_bench(dec, prompts, variants, temps, out, max_new_tokens=a.max_new_tokens, repeats=a.repeats,
+                  builder=a.builder, ab_builder=a.ab_builder, chat=chat, warmup=not a.no_warmup, resume=a.resume,
+                  progress=not a.no_progress, ctx=ctx)
     if any(t < 1e-5 for t in temps):
         write_ties(dec, prompts, out, chat)
     run_meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
