@@ -1,0 +1,108 @@
+"""The acceptance yardstick (``dominotree/bench/acceptance.py``): its definitions by hand, and the
+counts of a real run on the random-tiny pair with the oracle drafter against an independent replay
+of the oracle's own random draws."""
+import json
+import random
+from types import SimpleNamespace
+
+from dominotree.bench import acceptance as acc
+from dominotree.bench.datasets import Prompt
+from dominotree.cli import main
+from dominotree.config import DecodeConfig
+
+from oracle import ar_continuation, make_oracle
+
+
+def test_loop_flags_by_hand():
+    assert acc.loop_flags([1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6]) == [False] * 9 + [True, False]
+    assert acc.loop_flags([7] * 7) == [False] * 5 + [True, True]
+    assert acc.loop_flags([1, 2, 3, 4]) == [False] * 4
+
+
+def test_reach_and_summary_by_hand():
+    assert acc.reach([0, 1, 3, 8, 2], max_d=4) == [4 / 5, 3 / 5, 2 / 5, 1 / 5]
+    assert acc.reach([], max_d=2) == [0.0, 0.0]
+    s = acc.summarize_rows([(0, False), (2, True), (1, False), (4, True)], max_d=3)
+    assert s["all"] == {"rounds": 4, "tau": 1 + 7 / 4, "reach": [3 / 4, 2 / 4, 1 / 4]}
+    assert s["fresh"] == {"rounds": 2, "tau": 1.5, "reach": [1 / 2, 0.0, 0.0]}
+    assert s["loop"] == {"rounds": 2, "tau": 4.0, "reach": [1.0, 1.0, 1 / 2]}
+
+
+def test_round_rows_judge_the_first_draft_position():
+    # prompt of 3 tokens; answer index 5 repeats the 5-gram of indices 0..4
+    ans = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6]
+    rounds = [SimpleNamespace(start=3, accepted=[0, 1]),       # root = ans[0], first draft = ans[1]
+              SimpleNamespace(start=5, accepted=[0]),          # first draft = ans[3]
+              SimpleNamespace(start=11, accepted=[0, 4, 7])]   # root = ans[8], first draft = ans[9]: loop
+    t = SimpleNamespace(token_ids=ans, rounds=rounds)
+    assert acc.round_rows(t, 3) == [(1, False), (0, False), (2, True)]
+
+
+def test_variants_labels():
+    assert acc.variants(["dflash", "ddtree"], [1, 4]) == [("dflash", "dflash", None), ("ddtree@1", "ddtree", 1),
+                                                          ("ddtree@4", "ddtree", 4)]
+
+
+def _replay(prompt_len, ar, depth, vocab, seed=0, clean=0.85):
+    """The oracle's own draws replayed: a greedy chain of ``depth`` tokens accepts exactly the
+    leading depths where the oracle put the true token first."""
+    flags = acc.loop_flags(ar)
+    rows, generated, start = [], 1, prompt_len
+    while generated < len(ar):
+        lead = 0
+        for d in range(1, depth + 1):
+            r = random.Random(seed * 1_000_003 + start * 1009 + d)
+            r.sample(range(vocab), 3)   # the oracle's decoys, drawn before its choice
+            if r.random() >= clean:
+                break
+            lead += 1
+        i = start - prompt_len + 1
+        rows.append((lead, flags[i] if i < len(flags) else False))
+        generated += lead + 1
+        start += lead + 1
+    return rows
+
+
+def test_run_counts_equal_the_oracle_replay(tiny_decoder):
+    dec = tiny_decoder
+    prompts = [Prompt("a", "chat", ["Hello"]), Prompt("b", "code", ["def fib(n):"])]
+    specs = acc.variants(["dflash", "ddtree", "dominotree"], [1, 4])
+    res = acc.run(dec, prompts, specs, 60, draft_for=lambda ids, ar: make_oracle(dec, ar_continuation(dec, ids, len(ar) + 24)))
+    depth = dec.pair.drafters["dflash"].cfg.draft_depth
+    want = {"dflash": [], "ddtree@1": []}
+    for p in prompts:
+        ids = dec.encode_prompt(p.turns[0])
+        ar = dec.generate(ids, DecodeConfig(method="ar", max_new_tokens=60)).token_ids
+        want["dflash"] += _replay(len(ids), ar, depth, dec.target.vocab_rows)
+        want["ddtree@1"] += _replay(len(ids), ar, 1, dec.target.vocab_rows)
+    for lab, rows in want.items():
+        got = res["variants"][lab]
+        for sub in acc.SUBSETS:
+            sel = [a for a, loop in rows if sub == "all" or loop == (sub == "loop")]
+            assert got[sub]["rounds"] == len(sel), (lab, sub)
+            assert got[sub]["reach"] == [sum(a >= d for a in sel) / len(sel) if sel else 0.0 for d in range(1, 9)]
+        assert got["all"]["tau"] == 1 + sum(a for a, _ in rows) / len(rows)
+    assert max(a for a, _ in want["dflash"]) >= 8                         # deep rounds are exercised
+    assert {loop for _, loop in want["ddtree@1"]} == {False, True}        # and both subsets
+    assert all(v["equal_ar"] == 2 and v["differ_ar"] == [] for v in res["variants"].values())
+    assert res["variants"]["ddtree@1"]["all"]["reach"][1:] == [0.0] * 7    # one node: never 2 deep
+    assert res["variants"]["ddtree@4"]["all"]["tau"] >= res["variants"]["ddtree@1"]["all"]["tau"]
+
+
+def test_cli_writes_summary_csv_and_last_json_line(tmp_path, capsys):
+    rc = main(["acceptance", "--preset", "random-tiny", "--limit", "1", "--max-new-tokens", "8", "--methods",
+               "dflash,dominotree", "--budgets", "2", "--out", str(tmp_path), "--no-png", "--train-data",
+               str(tmp_path / "none")])
+    assert rc == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    last = json.loads(out[-1])
+    assert last["cmd"] == "acceptance" and set(last["tau"]) == {"dflash", "dominotree@2"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["prompts"] == 1 and summary["heldout"]["checked"] is False
+    rows = (tmp_path / "acceptance.csv").read_text().splitlines()
+    assert rows[0].startswith("config,method,budget,subset,rounds,tau,reach1") and len(rows) == 1 + 2 * 3
+
+
+def test_cli_refuses_unknown_method(capsys):
+    assert main(["acceptance", "--preset", "random-tiny", "--methods", "dflash,nope"]) == 2
+    assert "nope" in capsys.readouterr().err
