@@ -428,7 +428,9 @@ def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
 
 def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
     """Per depth d, the share of rounds that accepted at least d draft tokens, per method, up to
-    the deepest tree that method drafted (plain AR drafts nothing and draws no line)."""
+    the deepest tree that method drafted (plain AR drafts nothing and draws no line). The same
+    ``reach`` as the acceptance yardstick (``python -m dominotree acceptance``)."""
+    from .bench.acceptance import reach
     fig = go.Figure()
     for name, t in traces.items():
         if not t.rounds:
@@ -440,7 +442,7 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
         drafts = [rt.accept_len - 1 for rt in t.rounds]
         ds = list(range(1, deepest + 1))
         hits = [sum(a >= d for a in drafts) for d in ds]
-        fig.add_trace(go.Scatter(x=ds, y=[h / n for h in hits], mode="lines+markers", name=_esc(name),
+        fig.add_trace(go.Scatter(x=ds, y=reach(drafts, deepest), mode="lines+markers", name=_esc(name),
                                  line=dict(color=method_color(name, t)), customdata=hits, hovertemplate=(
                                      "depth %{x}: %{y:.1%} of rounds (%{customdata}/" + str(n) + ")<extra></extra>")))
     if not fig.data:
