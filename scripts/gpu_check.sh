@@ -10,7 +10,7 @@
 # fast_tests.log (the fast target forward's tests), fast_curve.json / .log (per-forward cost,
 # fast vs transformers forward, Qwen3-4B shapes, random weights), and gpu_check.json (the
 # summary). Finishes within 10 minutes: tests <= 300 s, bench <= 150 s, fast tests <= 120 s,
-# curve <= 90 s.
+# curve <= 90 s, serving adapter tests <= 90 s (serving_tests.log: issue 32, docs/serving.md).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-results/gpu}"
@@ -61,6 +61,19 @@ if [ "$CPU_ONLY" = 1 ]; then CURVE_ARGS=(--tiny --device cpu --reps 3); else CUR
 timeout 90 "$PY" scripts/gpu_curve.py "${CURVE_ARGS[@]}" --json-out "$OUT/fast_curve.json" > "$OUT/fast_curve.log" 2>&1
 RC_CURVE=$?
 
+# 3b. the serving adapter (docs/serving.md): its CPU tests, the adapter's mask in a CUDA target forward
+#     (== verify_tree), and SGLang's own verify_tree_greedy kernel on the adapter's arrays (skips
+#     without sgl_kernel)
+if [ "$RUNNER" = pytest ]; then
+  timeout 90 "$PY" -m pytest -q -m "cuda or not cuda" -rs tests/test_serving.py -p no:cacheprovider \
+      > "$OUT/serving_tests.log" 2>&1
+  RC_SERVING=$?
+else
+  echo "pytest missing: serving tests not run" > "$OUT/serving_tests.log"
+  RC_SERVING=0
+fi
+export RC_SERVING
+
 # 4. the summary
 "$PY" - "$OUT" "$RUNNER" "$RC_TESTS" "$BENCH_JSON" "$RC_BENCH" "$CPU_ONLY" "$RC_FAST" "$RC_CURVE" <<'EOF'
 import json, os, re, sys
@@ -88,9 +101,11 @@ curve_json = os.path.join(out, "fast_curve.json")
 curve = json.loads(open(curve_json).read().strip().splitlines()[-1]) if os.path.isfile(curve_json) else None
 summary = {"cpu_only": cpu_only == "1", "tests": tests, "bench_rc": int(rc_bench), "bench": bench,
            "fast_tests_rc": int(rc_fast), "fast_curve_rc": int(rc_curve), "fast_curve": curve,
-           "ok": int(rc_tests) == 0 and int(rc_bench) == 0 and int(rc_fast) == 0 and int(rc_curve) == 0}
+           "serving_tests_rc": int(os.environ.get("RC_SERVING", 0)),
+           "ok": int(rc_tests) == 0 and int(rc_bench) == 0 and int(rc_fast) == 0 and int(rc_curve) == 0
+           and int(os.environ.get("RC_SERVING", 0)) == 0}
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(summary, f, indent=1)
 print(json.dumps({k: summary[k] for k in ("ok", "bench_rc", "fast_tests_rc", "fast_curve_rc")} | {"tests_rc": int(rc_tests)}))
 EOF
-[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ] && [ "$RC_FAST" = 0 ] && [ "$RC_CURVE" = 0 ]
+[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ] && [ "$RC_FAST" = 0 ] && [ "$RC_CURVE" = 0 ] && [ "$RC_SERVING" = 0 ]

@@ -132,12 +132,49 @@ def test_kv_indices_equal_our_compaction():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_target_forward_with_the_adapters_mask_gives_verify_trees_bits(tiny_pair, seed):
+    _forward_with_adapter_mask(tiny_pair.target, seed)
+
+
+@pytest.mark.cuda
+def test_target_forward_with_the_adapters_mask_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from dominotree.presets import load_pair
+    tgt = load_pair("random-tiny", dtype="float32", device="cuda").target
+    for seed in range(3):
+        _forward_with_adapter_mask(tgt, seed)
+
+
+@pytest.mark.cuda
+def test_sglang_verify_tree_greedy_kernel_walks_as_we_do():
+    """SGLang's own kernel (sgl_kernel.verify_tree_greedy) on the adapter's arrays accepts the rows and
+    the bonus ``accept_walk`` gives, over a batch with deep and sibling acceptance."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    sgl = pytest.importorskip("sgl_kernel")
+    trees = [random_tree(17, vocab=50, seed=s) for s in range(8)]
+    v = S.sglang_batch(trees, [5 + s for s in range(8)])
+    posts = [targets_along(t, max(range(len(t)), key=lambda i: (t.depths[i], i % 3)), b) for b, t in enumerate(trees)]
+    bs, n, dev = len(trees), v.n, "cuda"
+    predicts = torch.full((bs * n,), -1, dtype=torch.int32, device=dev)
+    accept_index = torch.full((bs, n), -1, dtype=torch.int32, device=dev)
+    accept_token_num = torch.zeros(bs, dtype=torch.int32, device=dev)
+    sgl.verify_tree_greedy(predicts, accept_index, accept_token_num, v.draft_token.view(bs, n).to(dev),
+                           v.retrive_index.to(dev), v.retrive_next_token.to(dev), v.retrive_next_sibling.to(dev),
+                           torch.tensor(posts, device=dev))
+    for b, (t, post) in enumerate(zip(trees, posts)):
+        rows, bonus = accept_walk(t, post)
+        k = int(accept_token_num[b])
+        assert (accept_index[b, :k + 1] - b * n).tolist() == rows
+        assert int(predicts[b * n + rows[-1]]) == bonus
+
+
+def _forward_with_adapter_mask(tgt, seed):
     """The tree rows run with the mask SGLang's inputs describe (and with vLLM's bias after the
     prefix's zeros) give exactly ``verify_tree``'s logits, features and cache; compaction through the
     adapter's moves leaves the cache ``cache_compact`` leaves."""
-    tgt = tiny_pair.target
     L = 9
-    prefix = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(seed))
+    prefix = torch.randint(0, 256, (1, L), generator=torch.Generator().manual_seed(seed)).to(tgt.device)
     t = random_tree(17, vocab=256, seed=seed + 10)
     v = S.sglang_verify(t, L)
     vis_vllm = torch.cat([torch.zeros(len(t), L), S.vllm_tree_bias(t)], dim=1) == 0
@@ -145,17 +182,18 @@ def test_target_forward_with_the_adapters_mask_gives_verify_trees_bits(tiny_pair
     def run(mask):
         with torch.no_grad():
             cache = tgt.new_cache()
-            tgt.forward(prefix, torch.arange(L)[None], cache)
+            tgt.forward(prefix, torch.arange(L, device=tgt.device)[None], cache)
             if mask is None:
                 return verify_tree(tgt, cache, t, L, taps=(1, 2)), cache
-            return tgt.forward(v.draft_token[None], v.positions[None], cache, mask=mask, taps=(1, 2)), cache
+            return tgt.forward(v.draft_token[None].to(tgt.device), v.positions[None].to(tgt.device), cache,
+                               mask=mask.to(tgt.device), taps=(1, 2)), cache
 
     ref, ref_cache = run(None)
     for vis in (S.request_mask(v), vis_vllm):
         out, cache = run(S.additive_mask(vis, tgt.dtype))
         assert torch.equal(out.logits, ref.logits) and torch.equal(out.feats, ref.feats)
         post = out.logits.argmax(-1)
-        accepted, bonus = S.retrieve_walk(v, post)
+        accepted, bonus = S.retrieve_walk(v, post.cpu())
         assert (accepted, bonus) == accept_walk(t, ref.logits.argmax(-1).tolist())
     # compaction on a path of depth 3 through the adapter's moves == cache_compact
     deep = max(range(len(t)), key=lambda i: (t.depths[i], -i))
@@ -170,8 +208,8 @@ def test_target_forward_with_the_adapters_mask_gives_verify_trees_bits(tiny_pair
         from dominotree.models.target import cache_apply, cache_truncate
         cache_apply(cache, lambda x: (S.apply_kv_moves(x, src, dst), x)[1])
         cache_truncate(cache, L + len(accepted))
-    nxt = torch.tensor([[bonus]])
+    nxt, at = torch.tensor([[bonus]], device=tgt.device), torch.tensor([[L + len(accepted)]], device=tgt.device)
     with torch.no_grad():
-        a = tgt.forward(nxt, torch.tensor([[L + len(accepted)]]), cache).logits
-        b = tgt.forward(nxt, torch.tensor([[L + len(accepted)]]), ref_cache).logits
+        a = tgt.forward(nxt, at, cache).logits
+        b = tgt.forward(nxt, at, ref_cache).logits
     assert torch.equal(a, b)
