@@ -98,6 +98,8 @@ def main(argv=None) -> int:
     if argv and argv[0] in ("train", "bench", "bench-build", "profile-cost", "profile-rounds", "calibrate-budget",
                                    "acceptance"):
         ns, rest = p.parse_known_args(argv[:1])
+        if argv[0] == "train" and any(x == "--ray" or x.startswith("--ray=") for x in argv[1:]):
+            ns.module = "dominotree.train.distributed"     # the trainer's flags plus --ray*: Ray Train
         import importlib
         try:
             mod = importlib.import_module(ns.module)

@@ -25,3 +25,13 @@ def tiny_pair():
 def tiny_decoder(tiny_pair):
     from dominotree.decode import Decoder
     return Decoder(tiny_pair)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs for the ``--ray`` tests (tests/test_ray_*.py), shut down at the end."""
+    pytest.importorskip("ray.train")
+    from dominotree import cluster
+    info = cluster.connect("auto", num_cpus=2)
+    yield info
+    cluster.shutdown()

@@ -200,12 +200,7 @@ def run_bench(dec, prompts, variants: list[Variant], temperatures: list[float], 
     todo = [(t, pi, p, v) for t in temperatures for pi, p in enumerate(prompts)
             for v in _rotate(variants, pi) if (tkey(t), v.label, p.id) not in done]
     if warmup and todo:
-        for v in variants:   # one short decode per method: allocator, kernels, caches
-            if v.method == HF_GENERATE:
-                _hf_turn(dec, dec.encode_prompt("Warmup"), 16)
-                continue
-            dec.generate("Warmup", DecodeConfig(method=v.method, temperature=float(temperatures[0]), max_new_tokens=16,
-                                                seed=0, builder=builder, tree=v.tree, draft_vocab=v.draft_vocab))
+        warm_up(dec, variants, temperatures[0], builder)
     bar = tqdm(total=len(todo) * repeats, desc="bench", unit="decode", file=sys.stderr, disable=not progress,
                mininterval=1.0, dynamic_ncols=True)
     written = 0
@@ -226,6 +221,16 @@ def run_bench(dec, prompts, variants: list[Variant], temperatures: list[float], 
         raise
     bar.close()
     return written
+
+
+def warm_up(dec, variants: list[Variant], temperature: float, builder: str) -> None:
+    """One short decode per method: allocator, kernels, caches."""
+    for v in variants:
+        if v.method == HF_GENERATE:
+            _hf_turn(dec, dec.encode_prompt("Warmup"), 16)
+            continue
+        dec.generate("Warmup", DecodeConfig(method=v.method, temperature=float(temperature), max_new_tokens=16,
+                                            seed=0, builder=builder, tree=v.tree, draft_vocab=v.draft_vocab))
 
 
 def _rotate(variants, k):

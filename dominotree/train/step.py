@@ -102,7 +102,7 @@ class Trainer:
         return dict(dflash=float(ce_d.detach()), domino=float(loss_m.detach()), domino_final=float(ce_mf.detach()),
                     domino_base=float(ce_mb.detach()), rows_d=int(len(ld)), rows_m=int(len(lm)),
                     head_vocab=int(len(cand)) if cand is not None else int(self.head_w.shape[0]),
-                    t_feat=t_feat, t_bb=t_bb, t_head=t_head)
+                    t_feat=t_feat, t_bb=t_bb, t_head=t_head, den_d=den_d, den_m=den_m)
 
     # --- held-out evaluation ------------------------------------------------------------
     @torch.no_grad()

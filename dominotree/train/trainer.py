@@ -139,7 +139,9 @@ def parse_args(argv):
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, dist=None) -> int:
+    """``dist``: this process is one rank of a data-parallel run (``train/distributed.py``): it steps
+    on ``dist.share(batch)`` and ``dist.reduce`` adds the ranks' gradients before the optimizer."""
     a = parse_args(argv)
     t_start = time.perf_counter()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -284,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.threads == "auto" and max_threads > 1:
             probe.before(step)
         ts = time.perf_counter()
-        out = tr.step(batch, lam, rng, gen)
+        out = tr.step(batch if dist is None else dist.share(batch), lam, rng, gen)
+        if dist is not None:
+            dist.reduce(out, (dflash, domino))
         gn_d = float(torch.nn.utils.clip_grad_norm_(dflash.parameters(), 1.0))
         gn_m = float(torch.nn.utils.clip_grad_norm_(domino.parameters(), 1.0))
         opt_d.step(); opt_m.step()
