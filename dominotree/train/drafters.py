@@ -8,13 +8,19 @@ import torch
 
 from dominotree.models.drafter import Drafter, DrafterConfig, build_target_layer_ids
 
+# config keys a checkpoint may differ in from the flags: no weight's shape depends on them, so a
+# block-16 drafter fine-tunes into a block-8 one
+RESHAPE_FREE = ("block_size",)
+
+
 def resume_from(model: Drafter, folder: Path) -> None:
     """Load a released-format checkpoint into ``model`` (fp32 master weights); the checkpoint's
-    config must equal the one the flags describe, so a resumed run trains the same architecture."""
+    config must equal the one the flags describe (but for ``RESHAPE_FREE`` keys), so a resumed
+    run trains the same architecture."""
     from dominotree.models.checkpoint import load_drafter
     src = load_drafter(folder, torch.float32)
     ours, theirs = model.cfg.to_dict(), src.cfg.to_dict()
-    diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k) and k not in RESHAPE_FREE)
     if diff:
         raise SystemExit(f"error: {folder}: config differs from the flags in {', '.join(diff[:6])}")
     model.load_state_dict(src.state_dict(), strict=True)

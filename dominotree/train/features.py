@@ -19,8 +19,13 @@ class TargetFeatures:
     forward.
     """
 
-    def __init__(self, model, taps: tuple[int, ...], cache_gb: float, dtype: torch.dtype | None = None):
+    def __init__(self, model, taps: tuple[int, ...], cache_gb: float, dtype: torch.dtype | None = None,
+                 soft_k: int = 0):
         self.model = model
+        self.soft_k = soft_k          # > 0: also keep the target's top-k next-token log-probs per position
+        self.soft: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.soft_s = 0.0             # seconds spent on the labels' extra layers and head
+        self.soft_tokens = 0
         self.dtype = dtype            # features' dtype (None: the target's)
         self.taps = tuple(taps)
         self.last = max(taps)
@@ -40,7 +45,7 @@ class TargetFeatures:
             if not self._active:  # the hooks act only inside compute()
                 return None
             self._cap[l] = out[0] if isinstance(out, (tuple, list)) else out
-            if l == self.last:
+            if l == self.last and not self.soft_k:
                 raise _Stop
         return fn
 
@@ -48,12 +53,15 @@ class TargetFeatures:
     def compute(self, ids: torch.Tensor) -> torch.Tensor:
         self._cap = {}
         self._active = True
+        out = None
         try:
-            self.model.model(input_ids=ids[None], use_cache=False)
+            out = self.model.model(input_ids=ids[None], use_cache=False)
         except _Stop:
             pass
         finally:
             self._active = False
+        if out is not None and self.soft_k:
+            self._last_soft = self._labels(out.last_hidden_state[0])
         n_layers = len(self.model.model.layers)
         if n_layers - 1 in self._cap:
             # transformers' hidden_states[-1] is the final-normed output, and the decoder's
@@ -63,6 +71,32 @@ class TargetFeatures:
         self._cap = {}
         return feats if self.dtype is None else feats.to(self.dtype)  # [1, T, L*H]
 
+    def _labels(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target's head on its final hidden states [T, H]: top-k ids (int32) and log-probs
+        (float32) of the next token at every position, in chunks of 128 rows (the [T, V] logits
+        are never held at once)."""
+        import time
+        t0 = time.perf_counter()
+        head = self.model.get_output_embeddings()
+        ids, lps = [], []
+        for c in h.split(128):
+            lp = torch.log_softmax(head(c).float(), dim=-1)
+            v, i = lp.topk(self.soft_k, dim=-1)
+            ids.append(i.to(torch.int32)); lps.append(v)
+        self.soft_s += time.perf_counter() - t0
+        self.soft_tokens += h.shape[0]
+        return torch.cat(ids), torch.cat(lps)
+
+    def labels(self, seq: Seq) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ids [T, k], log-probs [T, k]): row t is the target's distribution of token t+1. Made
+        with the sequence's features (once per process: a restart recomputes them)."""
+        got = self.soft.get(seq.key)
+        if got is None:
+            self.cache.pop(seq.key, None)     # features cached before labels were asked for
+            self(seq)
+            got = self.soft[seq.key]
+        return got
+
     def __call__(self, seq: Seq, keep: bool = True) -> torch.Tensor:
         f = self.cache.get(seq.key)
         if f is not None:
@@ -70,6 +104,8 @@ class TargetFeatures:
             return f
         self.misses += 1
         f = self.compute(seq.ids)
+        if self.soft_k:
+            self.soft[seq.key] = self._last_soft
         nbytes = f.numel() * f.element_size()
         if keep and self.used + nbytes <= self.cap:
             self.cache[seq.key] = f

@@ -12,6 +12,7 @@ from dominotree.train.blocks import Blocks, make_blocks, pick_anchors, row_weigh
 from dominotree.train.data import Seq
 from dominotree.train.features import TargetFeatures
 from dominotree.train.headvocab import HeadVocab
+from dominotree.train.losses import loop_mask, soft_loss, topm_loss
 
 class Trainer:
     def __init__(self, a, target, dflash: Drafter, domino: Drafter, vocab: HeadVocab | None = None):
@@ -23,7 +24,13 @@ class Trainer:
         self.bs = dflash.cfg.block_size
         self.embed_w = target.get_input_embeddings().weight      # [V, H] bf16, frozen
         self.head_w = target.get_output_embeddings().weight      # [V, H] bf16, frozen
-        self.feats = TargetFeatures(target, dflash.cfg.target_layer_ids, a.feat_cache_gb, torch.bfloat16)
+        self.soft_k = getattr(a, "soft_k", 0)                    # > 0: the target's top-k as the label
+        self.loop_w = getattr(a, "loop_weight", 1.0)             # weight of 5-gram-loop label positions
+        self.topm = getattr(a, "topm_loss", 0)                   # > 0: Domino's restricted Top-M loss
+        self.topm_w = getattr(a, "topm_weight", 1.0)
+        self.feats = TargetFeatures(target, dflash.cfg.target_layer_ids, a.feat_cache_gb, torch.bfloat16,
+                                    soft_k=self.soft_k)
+        self._loops: dict[int, torch.Tensor] = {}
         self.w_d = row_weights(self.bs - 1, a.gamma)             # DFlash rows 1..B-1
         self.w_m = row_weights(self.bs, a.gamma)                 # Domino rows 0..B-1
         self.amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=not a.no_amp)
@@ -65,6 +72,7 @@ class Trainer:
         zd, ld, zm, ss, lm, rm = [], [], [], [], [], []
         den_d = den_m = 0.0
         t_feat = t_bb = 0.0
+        kd_soft, km_soft = [], []        # per kept row: the target's top-k (ids, log-probs)
         for seq in seqs:
             anchors = pick_anchors(seq, a.anchors, rng)
             if not anchors:
@@ -72,6 +80,7 @@ class Trainer:
             blk = make_blocks(seq, anchors, bs, a.mask_token_id)
             tf = time.perf_counter()
             feats = self.feats(seq)
+            soft = self.feats.labels(seq) if self.soft_k else None
             tb = time.perf_counter()
             t_feat += tb - tf
             z_d, z_m, s = self._backbones(feats, blk)
@@ -79,6 +88,13 @@ class Trainer:
             row = torch.arange(len(blk.positions)) % bs
             wd = torch.where(row >= 1, self.w_d[(row - 1).clamp_min(0)], torch.zeros(()))
             wm = self.w_m[row]
+            T = len(seq.ids)
+            q_d = blk.positions.clamp(max=T - 1)          # the labelled token's position, per row
+            q_m = (blk.positions + 1).clamp(max=T - 1)
+            if self.loop_w != 1.0:
+                loops = self.loops(seq)
+                wd = wd * torch.where(loops[q_d], self.loop_w, 1.0)
+                wm = wm * torch.where(loops[q_m], self.loop_w, 1.0)
             vd, vm = blk.lab_dflash != -100, blk.lab_domino != -100
             # keep each row with probability = its weight; normalise by the expected count
             u = torch.rand(len(row), generator=gen)
@@ -87,22 +103,51 @@ class Trainer:
             den_m += float(wm[vm].sum())
             zd.append(z_d[kd]); ld.append(blk.lab_dflash[kd])
             zm.append(z_m[km]); ss.append(s[km]); lm.append(blk.lab_domino[km]); rm.append(row[km])
+            if soft is not None:       # row t of the labels is the target's distribution of token t+1
+                kd_soft.append((soft[0][q_d[kd] - 1].long(), soft[1][q_d[kd] - 1]))
+                km_soft.append((soft[0][q_m[km] - 1].long(), soft[1][q_m[km] - 1]))
         zd, ld, zm, ss, lm, rm = (torch.cat(x) for x in (zd, ld, zm, ss, lm, rm))
+        sd = sm = None
+        if self.soft_k:                # the target's argmax replaces the data token as the hard label
+            sd = [torch.cat([x[i] for x in kd_soft]) for i in (0, 1)]
+            sm = [torch.cat([x[i] for x in km_soft]) for i in (0, 1)]
+            ld, lm = sd[0][:, 0], sm[0][:, 0]
         t1 = time.perf_counter()
         cand = None
         if self.vocab is not None:        # the candidate-set loss (headvocab.py)
-            cand, (ld, lm) = self.vocab(ld, lm)
-        ce_d = F.cross_entropy(self._head(zd, cand), ld, reduction="sum") / max(den_d, 1e-6)
+            if self.soft_k:
+                k = self.soft_k
+                cand, (ld, lm, di, mi) = self.vocab(ld, lm, sd[0].reshape(-1), sm[0].reshape(-1))
+                sd[0], sm[0] = di.view(-1, k), mi.view(-1, k)
+            else:
+                cand, (ld, lm) = self.vocab(ld, lm)
+        ce_d = self._loss(self._head(zd, cand), ld, sd) / max(den_d, 1e-6)
         base, final = self._domino_logits(zm, ss, rm, cand)
-        ce_mb = F.cross_entropy(base, lm, reduction="sum") / max(den_m, 1e-6)
-        ce_mf = F.cross_entropy(final, lm, reduction="sum") / max(den_m, 1e-6)
-        loss_m = (1 - lam) * ce_mf + lam * ce_mb
+        ce_mb = self._loss(base, lm, sm) / max(den_m, 1e-6)
+        ce_mf = self._loss(final, lm, sm) / max(den_m, 1e-6)
+        ce_mr = topm_loss(base, final, lm, rm, self.topm).sum() / max(den_m, 1e-6) if self.topm else torch.zeros(())
+        loss_m = (1 - lam) * (ce_mf + self.topm_w * ce_mr) + lam * ce_mb
         (ce_d + loss_m).backward()
         t_head = time.perf_counter() - t1
         return dict(dflash=float(ce_d.detach()), domino=float(loss_m.detach()), domino_final=float(ce_mf.detach()),
-                    domino_base=float(ce_mb.detach()), rows_d=int(len(ld)), rows_m=int(len(lm)),
+                    domino_base=float(ce_mb.detach()), domino_topm=float(ce_mr.detach()),
+                    rows_d=int(len(ld)), rows_m=int(len(lm)),
                     head_vocab=int(len(cand)) if cand is not None else int(self.head_w.shape[0]),
                     t_feat=t_feat, t_bb=t_bb, t_head=t_head, den_d=den_d, den_m=den_m)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor, soft) -> torch.Tensor:
+        """Summed over rows: CE on ``labels``, or with ``soft`` = (top-k columns, log-probs) the
+        target's distribution (``losses.soft_loss``: KL + CE on its argmax)."""
+        if soft is None:
+            return F.cross_entropy(logits, labels, reduction="sum")
+        return soft_loss(logits, soft[0], soft[1]).sum()
+
+    def loops(self, seq: Seq) -> torch.Tensor:
+        """[T] bool: the 5-gram-loop positions of ``seq`` (``losses.loop_mask``), made once."""
+        m = self._loops.get(seq.key)
+        if m is None:
+            m = self._loops[seq.key] = loop_mask(seq.ids, seq.prompt_len)
+        return m
 
     # --- held-out evaluation ------------------------------------------------------------
     @torch.no_grad()

@@ -132,8 +132,24 @@ def parse_args(argv):
     ap.add_argument("--train-from-shard", type=int, default=0, metavar="S",
                     help="train only on shards S and later (name order): data that earlier stages never saw")
     ap.add_argument("--resume", action="store_true",
-                    help="continue the run saved in --state: same schedule, same sequence order, same randomness")
+                    help="continue the run saved in --state: same schedule, same sequence order, same randomness "
+                         "(automatic when the --state file exists, unless --no-auto-resume)")
+    ap.add_argument("--no-auto-resume", action="store_true", help="start afresh even when the --state file exists")
+    ap.add_argument("--soft-k", type=int, default=0, metavar="K",
+                    help="label = the target's own distribution: KL to its top-K next-token log-probs + CE on its "
+                         "argmax (run once per sequence with its features, kept in memory; 0: the data tokens)")
+    ap.add_argument("--loop-weight", type=float, default=1.0,
+                    help="loss weight of label positions that continue a 5-gram already in the answer (1: none)")
+    ap.add_argument("--topm-loss", type=int, default=0, metavar="M",
+                    help="add Domino's correction loss over the Top-M base candidates, as the tree scores "
+                         "children (scoring.ConditionalScorer); 0: off")
+    ap.add_argument("--topm-weight", type=float, default=1.0, help="weight of the --topm-loss term")
     a = ap.parse_args(argv)
+    if a.state is not None and a.state.is_file() and not a.resume and not a.no_auto_resume:
+        a.resume = True
+        print(f"found the training state {a.state}: resuming (--no-auto-resume starts afresh)", file=sys.stderr)
+    if a.soft_k < 0 or a.topm_loss < 0 or not 0.0 <= a.loop_weight <= 1.0:
+        ap.error("--soft-k and --topm-loss must be >= 0, --loop-weight in [0, 1]")
     if a.resume and a.state is None:
         ap.error("--resume needs --state FILE")
     return a
@@ -245,6 +261,9 @@ def main(argv: list[str] | None = None, dist=None) -> int:
     def run_eval(step):
         te = time.perf_counter()
         r = tr.evaluate(ev)
+        if a.soft_k and tr.feats.soft_tokens:
+            log(f"soft labels (top-{a.soft_k}): {tr.feats.soft_tokens} positions, head + remaining layers "
+                f"{tr.feats.soft_s:.1f} s ({tr.feats.soft_tokens / max(tr.feats.soft_s, 1e-9):.0f} positions/s)")
         log(f"eval step {step} | {te - t0:.0f} s | acc dflash {r['acc_dflash']:.3f} domino {r['acc_domino']:.3f} "
             f"(base {r['acc_domino_base']:.3f}) | ce dflash {r['ce_dflash']:.3f} domino {r['ce_domino']:.3f} "
             f"(base {r['ce_domino_base']:.3f}) | reach@1..8 dflash {r['reach_dflash']} domino {r['reach_domino']} "
