@@ -191,16 +191,20 @@ def train_main(argv: list[str], dump: str | None = None) -> int:
     storage = Path(tempfile.gettempdir()) / "dominotree-ray-train"
     print(f"train --ray: {n} workers x {cpus} CPUs{' + 1 GPU' if ra.ray_gpus else ''} on {info['nodes']} node(s), "
           f"global batch {a.batch} sequences, {a.max_steps} steps", file=sys.stderr)
-    fit = TorchTrainer(
+    trainer = TorchTrainer(
         _train_loop,
         train_loop_config={"argv": [str(x) for x in targv], "threads": cpus, "dump": dump, "launched": time.time()},
         scaling_config=ScalingConfig(num_workers=n, use_gpu=ra.ray_gpus, resources_per_worker={"CPU": cpus}),
         torch_config=TorchConfig(backend="nccl" if ra.ray_gpus else "gloo"),
         run_config=RunConfig(name=f"train-{int(time.time())}", storage_path=str(storage),
                              failure_config=FailureConfig(max_failures=ra.ray_max_failures)),
-    ).fit()
-    if fit.error is not None:
-        raise SystemExit(f"error: the Ray training run failed: {fit.error}")
+    )
+    try:
+        result = trainer.fit()
+    except Exception as e:  # noqa: BLE001 - Ray Train wraps the workers' errors; one line for the user
+        raise SystemExit(f"error: the Ray training run failed: {str(e).strip().splitlines()[0]}") from e
+    if getattr(result, "error", None) is not None:
+        raise SystemExit(f"error: the Ray training run failed: {result.error}")
     return 0
 
 
