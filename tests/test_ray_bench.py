@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dominotree.bench.distributed import mixed_prompts, plan_groups
+from dominotree.bench.distributed import mixed_prompts, per_worker_speedups, plan_groups
 from dominotree.bench.variants import Variant
 from dominotree.cluster import ClusterError, describe_workers, plan_workers
 from dominotree.config import TreeConfig
@@ -61,6 +61,11 @@ def test_worker_plan_and_names():
     recs = [{"temperature": 0.0, "question_id": "a", "worker": 0}, {"temperature": 0.0, "question_id": "a", "worker": 0},
             {"temperature": 0.0, "question_id": "b", "worker": 0}, {"temperature": 0.0, "question_id": "b", "worker": 1}]
     assert mixed_prompts(recs) == ["T=0.0:b"]
+    # per-worker speedups pair each worker's own rows only
+    rows = [(0, "a", "ar", 10.0), (0, "a", "dominotree", 20.0), (0, "c", "ar", 10.0), (0, "c", "dominotree", 10.0),
+            (1, "b", "ar", 2.0), (1, "b", "dominotree", 1.0)]
+    recs = [{"worker": w, "temperature": 0.0, "label": lab, "question_id": q, "tokens_per_s": v} for w, q, lab, v in rows]
+    assert per_worker_speedups(recs) == {0: {"0.0": {"dominotree": (1.5, 2)}}, 1: {"0.0": {"dominotree": (0.5, 1)}}}
 
 
 # --- on a local cluster ----------------------------------------------------------------------------
@@ -127,6 +132,8 @@ def test_sharded_bench_equals_the_local_bench_at_t0(ray_cluster, local_rows, pro
     res = json.loads((out / "results.json").read_text())
     assert res["hardware"].startswith("2 Ray workers") and res["methods"]["dominotree"]["lossless"] is True
     assert res["methods"]["ar"]["speedup"] == pytest.approx(1.0)
+    workers_md = (out / "workers.md").read_text()
+    assert workers_md.count("| dominotree |") == 2 and "| 0 | " in workers_md and "| 1 | " in workers_md
     for name in ("ci.csv", "lossless.csv", "claims.md", "headline.md"):
         assert (out / name).is_file(), name
 

@@ -151,13 +151,15 @@ def run_bench_ray(address: str, args, prompts, variants, temperatures, out: Path
         inflight[ref] = ("ready", a)
     idle: list = []
     queue = list(groups)
+    loading = len(wid)               # the first workers all load before any is given a group: no worker
+    #                                  idles through the run because another one was quicker to load
     replacements = n
     attempts: dict[int, int] = {}
     bar = tqdm(total=sum(len(g.variants) for g in groups) * repeats, desc="bench (ray)",
                unit="decode", file=sys.stderr, disable=not progress, mininterval=1.0, dynamic_ncols=True)
     try:
         while queue or any(v[0] == "group" for v in inflight.values()):
-            while idle and queue:
+            while idle and queue and not loading:
                 a = idle.pop(0)
                 g = queue.pop(0)
                 kill = g.prompt.id in crash
@@ -168,6 +170,8 @@ def run_bench_ray(address: str, args, prompts, variants, temperatures, out: Path
                 raise RuntimeError("no Ray worker is left to run the remaining groups")
             [ref], _ = ray.wait(list(inflight), num_returns=1)
             kind, a, *rest = inflight.pop(ref)
+            if kind == "ready" and loading:
+                loading -= 1
             try:
                 got = ray.get(ref)
             except RayActorError as e:
@@ -210,8 +214,10 @@ def run_bench_ray(address: str, args, prompts, variants, temperatures, out: Path
         for a in wid:
             ray.kill(a)
     bar.close()
-    meta["mixed_prompts"] = mixed_prompts(read_answers(out))
-    meta["groups_per_worker"] = _groups_per_worker(read_answers(out))
+    recs = read_answers(out)
+    meta["mixed_prompts"] = mixed_prompts(recs)
+    meta["groups_per_worker"] = _groups_per_worker(recs)
+    (out / "workers.md").write_text(workers_markdown(meta["workers"], recs), encoding="utf-8")
     return meta
 
 
@@ -221,6 +227,43 @@ def _groups_per_worker(recs: list[dict]) -> dict:
         if "worker" in r:
             seen.setdefault(str(r["worker"]), set()).add((tkey(r["temperature"]), r["question_id"]))
     return {w: len(s) for w, s in sorted(seen.items())}
+
+
+def per_worker_speedups(recs: list[dict]) -> dict:
+    """{worker: {T: {label: speedup over ar}}} from each worker's own prompts only."""
+    from . import stats
+    by: dict = {}
+    for r in recs:
+        by.setdefault(r.get("worker"), {}).setdefault(tkey(r["temperature"]), {}).setdefault(
+            r["label"], {})[r["question_id"]] = r["tokens_per_s"]
+    out: dict = {}
+    for w, temps in by.items():
+        for t, labels in temps.items():
+            ar = labels.get("ar")
+            for label, tps in labels.items():
+                if ar and label != "ar":
+                    keys, a, b = stats.paired(tps, ar)
+                    if keys:
+                        out.setdefault(w, {}).setdefault(t, {})[label] = (round(stats.speedup(a, b), 4), len(keys))
+    return out
+
+
+def workers_markdown(workers: list[dict], recs: list[dict]) -> str:
+    """``workers.md``: each worker's machine, its groups, and every method's speedup over ``ar`` on
+    that worker's prompts alone (rows timed on one machine, never mixed with another's)."""
+    sp = per_worker_speedups(recs)
+    groups = _groups_per_worker(recs)
+    lines = ["# Ray workers\n", "| worker | host | CPU | ISA | torch threads | groups |", "|---|---|---|---|---|---|"]
+    for w in sorted(workers, key=lambda w: w["worker_id"]):
+        lines.append(f"| {w['worker_id']} | {w['host']} | {w.get('gpu') or w['cpu']} | {w.get('cpu_isa', '')} | "
+                     f"{w.get('torch_threads')} | {groups.get(str(w['worker_id']), 0)} |")
+    lines += ["", "Speedup over `ar` on each worker's own prompts (n = prompts):", "",
+              "| worker | T | method | speedup | n |", "|---|---|---|---|---|"]
+    for w in sorted(sp, key=str):
+        for t in sorted(sp[w], key=float):
+            for label, (x, n) in sp[w][t].items():
+                lines.append(f"| {w} | {t} | {label} | {x:.3f}x | {n} |")
+    return "\n".join(lines) + "\n"
 
 
 def mixed_prompts(recs: list[dict]) -> list[str]:
