@@ -131,7 +131,7 @@ def run_bench_ray(address: str, args, prompts, variants, temperatures, out: Path
             "repeats": repeats}
     crash = {q for q in os.environ.get(CRASH_ENV, "").split(",") if q}
     Actor = ray.remote(num_cpus=cpus, max_restarts=0)(BenchWorker)
-    threads = cpus
+    threads = getattr(args, "threads", None) or cpus     # --threads, else every CPU the worker holds
 
     def start():
         a = Actor.remote(args, cost_model, threads, variants, temperatures[0], builder, warmup)
