@@ -43,6 +43,15 @@ def test_variants_labels():
                                                           ("ddtree@4", "ddtree", 4)]
 
 
+def test_compare_lines_name_both_runs():
+    one = {"all": {"tau": 1.5, "reach": [0.25] + [0.0] * 7}, "fresh": {"tau": 1.25, "reach": [0.2] + [0.0] * 7}}
+    two = {"all": {"tau": 2.0, "reach": [0.5] + [0.0] * 7}, "fresh": {"tau": 1.75, "reach": [0.4] + [0.0] * 7}}
+    out = acc.compare({"variants": {"ddtree@4": two, "domino": two}},
+                      {"variants": {"ddtree@4": one}, "paths": {"dflash": "old/d"}}).splitlines()
+    assert out == ["A/B against old/d: tau all (fresh), reach@1 all (fresh)",
+                   "ddtree@4         tau 1.50 -> 2.00 (1.25 -> 1.75)   reach@1 25.0% -> 50.0% (20.0% -> 40.0%)"]
+
+
 def _replay(prompt_len, ar, depth, vocab, seed=0, clean=0.85):
     """The oracle's own draws replayed: a greedy chain of ``depth`` tokens accepts exactly the
     leading depths where the oracle put the true token first."""

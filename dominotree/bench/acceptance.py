@@ -161,6 +161,21 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def compare(res: dict, base: dict) -> str:
+    """A/B lines against an earlier ``summary.json``: tau and reach@1 (all and fresh rounds) per
+    configuration both runs have."""
+    was = ", ".join(str(base.get("paths", {}).get(k)) for k in ("dflash", "domino") if base.get("paths", {}).get(k))
+    lines = [f"A/B against {was or 'the baseline'}: tau all (fresh), reach@1 all (fresh)"]
+    for lab, v in res["variants"].items():
+        b = base["variants"].get(lab)
+        if b is None:
+            continue
+        lines.append(f"{lab:16} tau {_f(b['all']['tau'])} -> {_f(v['all']['tau'])} ({_f(b['fresh']['tau'])} -> "
+                     f"{_f(v['fresh']['tau'])})   reach@1 {b['all']['reach'][0]:.1%} -> {v['all']['reach'][0]:.1%} "
+                     f"({b['fresh']['reach'][0]:.1%} -> {v['fresh']['reach'][0]:.1%})")
+    return "\n".join(lines)
+
+
 def write_csv(res: dict, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -269,6 +284,7 @@ def parse_args(argv):
                     help="self-distillation data to check the prompts against (no shared 8-word n-gram)")
     ap.add_argument("--out", type=Path, default=None, help="folder for summary.json, acceptance.csv, acceptance.png")
     ap.add_argument("--no-png", action="store_true")
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier summary.json: print the A/B per configuration")
     return ap.parse_args(argv)
 
 
@@ -303,6 +319,10 @@ def main(argv=None) -> int:
            "definition": __doc__.split("Definitions:")[1].split("The explorer")[0].strip(),
            "heldout": held, "wall_s": round(time.perf_counter() - t0, 1), **res}
     print(table(res))
+    if a.baseline is not None:
+        if not a.baseline.is_file():
+            raise UserError(f"--baseline: no such file {a.baseline}")
+        print(compare(res, json.loads(a.baseline.read_text())))
     if a.out is not None:
         for p in write_outputs(res, a.out, png=not a.no_png):
             print(f"wrote {p}", file=sys.stderr)
