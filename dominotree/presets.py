@@ -186,6 +186,8 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
     else:
         name = preset or DEFAULT_PRESET
         paths = preset_paths(name)
+        for d in drafters or []:          # the preset's target and weights with other drafters
+            paths[_kind_of(Path(d))] = str(d)
     if weights is None and target is None:
         weights = default_weights(name, dtype, device, forward)
     tgt = load_target(paths["target"], dtype, device, forward=forward, weights=weights, gguf=paths.get("gguf"))

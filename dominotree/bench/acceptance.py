@@ -2,7 +2,8 @@
 held-out prompts at T = 0, by depth and by budget, with loop positions apart.
 
     python -m dominotree acceptance                       # 36 held-out prompts x 64 tokens
-    python -m dominotree acceptance --drafter DIR --drafter DIR --target DIR --out results/x
+    python -m dominotree acceptance --drafter DIR --drafter DIR --out results/x --baseline results/y/summary.json
+                                           # the embedded target and weights with other drafters
 
 Every configuration decodes every prompt for real (``decode.py``'s round loop, greedy), and every
 output is checked equal to ``ar``'s token for token; nothing is simulated. Definitions:
@@ -301,7 +302,15 @@ def main(argv=None) -> int:
     from .datasets import load_prompts
     from .machine import cpu_isa, cpu_model
     prompts = load_prompts(a.prompts, None if a.prompts else a.dataset, a.limit)
-    pair = load_pair_from_args(a)
+    if a.drafter and a.target is None:   # the preset's target and default weights, other drafters
+        from ..presets import load_pair
+        for d in a.drafter:
+            if not Path(d).is_dir():
+                raise UserError(f"folder does not exist: {d}")
+        pair = load_pair(a.preset, None, a.drafter, dtype=a.dtype, device=a.device, forward=a.forward,
+                         weights=a.weights)
+    else:
+        pair = load_pair_from_args(a)
     for m in methods:
         pair.drafter_for(m)          # a missing or mismatched drafter fails here, with its message
     dec = Decoder(pair, annotate=False)
