@@ -110,3 +110,23 @@ def test_state_file_resumes_automatically(tiny, tmp_path):
     assert "soft labels (top-4):" in second
     fresh = _run(tiny, tmp_path / "b", *common, "--no-auto-resume")
     assert "resumed from" not in fresh[len(first) + len(second):]
+
+
+def test_topm_loss_is_the_conditional_scorers_softmax(tiny_pair):
+    """The restricted loss reads exactly the distribution the tree scores children with:
+    ``ConditionalScorer.corrected_logprobs`` over the depth's Top-M base candidates."""
+    from dominotree.scoring import ConditionalScorer, DraftBlock
+    drafter, target = tiny_pair.drafters["domino"], tiny_pair.target
+    g = torch.Generator().manual_seed(3)
+    D, V, M = 4, target.vocab_rows, 16
+    base = torch.randn(D, V, generator=g) * 3
+    z = torch.randn(D, drafter.cfg.hidden_size, generator=g)
+    state = torch.randn(drafter.cfg.gru_hidden_dim, generator=g)
+    scorer = ConditionalScorer(DraftBlock(5, base, z, state), drafter, target.embed, 4, M)
+    for depth in (2, 3):
+        lp, cand = scorer.corrected_logprobs(state, depth)
+        with torch.no_grad():
+            final = base[depth - 1] + drafter.correction(z[depth - 1:depth], state[None])[0]
+            for j in (0, 5, M - 1):
+                got = topm_loss(base[depth - 1:depth], final[None], cand[j:j + 1], torch.tensor([depth - 1]), M)
+                assert abs(float(got[0]) + float(lp[j])) < 1e-4, (depth, j)
