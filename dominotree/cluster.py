@@ -85,7 +85,7 @@ def plan_workers(info: dict, workers: int | None, cpus_per_worker: int | None) -
 
 def worker_identity() -> dict:
     """Where this process runs: host, node IP, pid and the CPU model (inside a Ray worker)."""
-    from .bench.machine import cpu_isa, cpu_model
+    from .machine import cpu_isa, cpu_model
     try:
         import ray
         node = ray.get_runtime_context().get_node_id()

@@ -12,7 +12,7 @@ the largest ``n`` it extends its last slope (linear extrapolation keeps it conve
 context lengths it is interpolated linearly and clamped to the profiled range (no
 extrapolation in ``l``, which keeps every slice monotone and convex).
 
-The profiler (``dominotree/bench/cost.py``, ``python -m dominotree profile-cost --preset smollm2``)
+The profiler (``dominotree/costprofile.py``, run by ``python -m dominotree profile-cost --preset smollm2``)
 writes ``results/cost_model_<preset>_<device>.json``; ``load_cost_model(path)`` reads it back.
 """
 from __future__ import annotations
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .errors import UserError
 
 SCHEMA = "dominotree.cost_model"
 SCHEMA_VERSION = 1
@@ -185,7 +187,6 @@ class CostModel:
 
 def load_cost_model(path: str | Path) -> CostModel:
     """Read a cost model JSON written by ``profile-cost`` (clear errors for the wrong file)."""
-    from .cli import UserError
     path = Path(path)
     if not path.is_file():
         raise UserError(f"cost model file not found: {path} (make one with `python -m dominotree profile-cost`)")

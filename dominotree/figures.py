@@ -430,7 +430,7 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
     """Per depth d, the share of rounds that accepted at least d draft tokens, per method, up to
     the deepest tree that method drafted (plain AR drafts nothing and draws no line). The same
     ``reach`` as the acceptance yardstick (``python -m dominotree acceptance``)."""
-    from .bench.acceptance import reach
+    from .acceptance import reach
     fig = go.Figure()
     for name, t in traces.items():
         if not t.rounds:

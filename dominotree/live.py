@@ -6,8 +6,8 @@ that only a viewer needs kept off its clock, plus the checks a viewer shows next
   counts what the benchmark counts (it decodes with ``annotate=False``).
 - ``native_bf16`` / ``default_dtype``: the fastest lossless dtype here (float32 for the 4-bit
   embedded target; else bfloat16 where the CPU computes it natively, float32 elsewhere).
-- ``tie_note``: why a T = 0 output differs from ``ar``'s (the bench's near-tie diagnosis,
-  ``dominotree.bench.ties``, at the first differing token).
+- ``tie_note``: why a T = 0 output differs from ``ar``'s (the near-tie check the bench also runs,
+  ``dominotree.ties``, at the first differing token).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def tie_note(decoder, prompt_ids: list[int], ar_ids: list[int], method_ids: list
     """Where ``method_ids`` first differs from ``ar_ids`` (both T = 0 outputs of the same prompt)
     and the target's logit gap there: {"token", "ar_token", "method_token", "gap", "rank",
     "near_tie"}. None when equal or when one is a prefix of the other (stopped earlier)."""
-    from .bench.ties import ROUNDING_GAP, gap_at
+    from .ties import ROUNDING_GAP, gap_at
     k = next((i for i, (a, b) in enumerate(zip(ar_ids, method_ids)) if a != b), None)
     if k is None:
         return None

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError
+from .errors import PresetError  # defined with every user error in errors.py; importable here
 from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
 from .models.linear import onednn_products
 from .models.smollm2 import cache_root
@@ -31,10 +32,6 @@ HUB_PAIRS = {
     "qwen3-8b": ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", "Huang2020/Qwen3-8B-Domino-b16"),
 }
 PRESETS = ("smollm2", "random-tiny", *HUB_PAIRS)
-
-
-class PresetError(RuntimeError):
-    """A preset that is not available on this machine; the message says what to do."""
 
 
 @dataclass
@@ -137,7 +134,8 @@ def load_target(folder: str | Path, dtype: torch.dtype, device: str = "cpu", for
                 raise ConfigError(f"{weights} weights need the fast forward: {why}")
             print(f"[dominotree] {why}; using the transformers forward", file=sys.stderr)
         elif weights in INT4_WEIGHTS:
-            from .models.quant import gguf_q4_1, int4_activations, int4_linear
+            from .models.quant import gguf_q4_1
+            from .models.quantcpu import int4_activations, int4_linear
             cfg = model.config
             blocks = gguf_q4_1(gguf, cfg.num_attention_heads, cfg.num_key_value_heads) if gguf else None
             act = int4_activations()

@@ -69,7 +69,8 @@ def load(paths, weights, forward, how=""):
         tgt.fast.kernels = tgt.fast.row_attention = False
     elif how == "torch-int4":
         from dominotree.models.fast import FastModel
-        from dominotree.models.quant import gguf_q4_1, int4_linear
+        from dominotree.models.quant import gguf_q4_1
+        from dominotree.models.quantcpu import int4_linear
         cfg = tgt.model.config
         blocks = gguf_q4_1(paths["gguf"], cfg.num_attention_heads, cfg.num_key_value_heads)
         src = load_target(paths["target"], torch.float32, forward="hf").model

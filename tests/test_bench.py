@@ -223,7 +223,8 @@ def test_variant_specs():
 def bench_cli(tiny_pair, monkeypatch, capsys):
     """``python -m dominotree bench ...`` in-process on the shared random-tiny pair."""
     import dominotree.cli as cli
-    monkeypatch.setattr(cli, "load_pair_from_args", lambda a: tiny_pair)
+    import dominotree.pairargs
+    monkeypatch.setattr(dominotree.pairargs, "load_pair_from_args", lambda a: tiny_pair)
 
     def run(*argv):
         code = cli.main(["bench", "--preset", "random-tiny", "--no-progress", *argv])
@@ -433,7 +434,8 @@ def test_topm_curve_needs_a_sweep():
 
 def test_profile_rounds_splits_every_stage(tiny_pair, monkeypatch, capsys):
     import dominotree.cli as cli
-    monkeypatch.setattr(cli, "load_pair_from_args", lambda a: tiny_pair)
+    import dominotree.pairargs
+    monkeypatch.setattr(dominotree.pairargs, "load_pair_from_args", lambda a: tiny_pair)
     code = cli.main(["profile-rounds", "--preset", "random-tiny", "--dtypes", "float32", "--prompts", "1",
                      "--max-new-tokens", "6"])
     out = capsys.readouterr().out

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from dominotree.models import cpuext, quantcpu
-from dominotree.models.quant import Q4_1, int4_activations, quantize_q4_1
+from dominotree.models.quant import Q4_1, quantize_q4_1
+from dominotree.models.quantcpu import int4_activations
 
 WHY = quantcpu.available(verbose=False)
 needs_kernel = pytest.mark.skipif(WHY is not None, reason=str(WHY))

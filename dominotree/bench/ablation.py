@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import METHODS, TreeConfig
+from ..errors import UserError
 from .report import FMT, md_table
-from .variants import Variant, user_error as _user_error
+from .variants import Variant
 
 ABLATIONS = ("ladder", "topm", "budget")
 LADDER = ("marg", "condstatic", "dominotree")
@@ -30,9 +31,9 @@ def ablation_variants(name: str, base: TreeConfig, methods: str | None, budgets:
         ms = [m.strip() for m in (methods or "ddtree,dominotree").split(",") if m.strip() and m.strip() != "ar"]
         for m in ms:
             if m not in METHODS:
-                raise _user_error(f"unknown method {m!r} in --methods")
+                raise UserError(f"unknown method {m!r} in --methods")
         return ar + [Variant(f"{m}@{b}", m, replace(base, budget=b)) for m in ms for b in budgets]
-    raise _user_error(f"unknown ablation {name!r}; choose {', '.join(ABLATIONS)}")
+    raise UserError(f"unknown ablation {name!r}; choose {', '.join(ABLATIONS)}")
 
 
 def write_ablation(res: dict, name: str, out: Path) -> None:

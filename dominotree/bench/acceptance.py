@@ -28,8 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..acceptance import MAX_D, reach
+
 LOOP_N = 5
-MAX_D = 8
 BUDGETS = (1, 2, 4, 8, 16)
 CHAINS = ("dflash", "domino")
 TREES = ("ddtree", "dominotree")
@@ -47,12 +48,6 @@ def loop_flags(answer: list[int], n: int = LOOP_N) -> list[bool]:
         if g is not None:
             seen.add(g)
     return out
-
-
-def reach(accepted: list[int], max_d: int = MAX_D) -> list[float]:
-    """Share of rounds accepting at least d draft tokens, d = 1..max_d (``accepted``: per round)."""
-    n = len(accepted)
-    return [sum(a >= d for a in accepted) / n if n else 0.0 for d in range(1, max_d + 1)]
 
 
 def round_rows(trace, n_prompt: int) -> list[tuple[int, bool]]:
@@ -265,7 +260,7 @@ def _int_list(s: str) -> list[int]:
 
 
 def parse_args(argv):
-    from ..cli import add_model_args
+    from ..pairargs import add_model_args
     ap = argparse.ArgumentParser(prog="python -m dominotree acceptance",
                                  description="Acceptance by depth and budget at T = 0 on held-out prompts (every "
                                              "output checked equal to ar).")
@@ -290,7 +285,8 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    from ..cli import UserError, load_pair_from_args
+    from ..errors import UserError
+    from ..pairargs import load_pair_from_args
     a = parse_args(argv)
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in CHAINS + TREES]
@@ -300,7 +296,7 @@ def main(argv=None) -> int:
         raise UserError("--max-new-tokens must be >= 1")
     from ..decode import Decoder
     from .datasets import load_prompts
-    from .machine import cpu_isa, cpu_model
+    from ..machine import cpu_isa, cpu_model
     prompts = load_prompts(a.prompts, None if a.prompts else a.dataset, a.limit)
     if a.drafter and a.target is None:   # the preset's target and default weights, other drafters
         from ..presets import load_pair

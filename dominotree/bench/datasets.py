@@ -1,10 +1,8 @@
 """Prompt sets for the benchmark: JSONL files, our own sets in ``assets/``, and the paper's eight
 benchmarks by name.
 
-Every source yields ``Prompt(id, category, turns)``. JSONL files take one object per line with
-``prompt`` (a string) or ``turns`` (a list of user turns, Spec-Bench / MT-Bench style), and
-optional ``id`` / ``question_id`` and ``category``; blank lines and ``#`` comment lines are
-skipped; a malformed line is an error that names the file and the line number.
+Every source yields ``Prompt(id, category, turns)``; JSONL files and our sets are read by
+``dominotree.promptfiles`` (its names are importable here too).
 
 The paper's benchmarks (GSM8K, MATH-500, AIME25, HumanEval, MBPP, LiveCodeBench, MT-Bench,
 Alpaca) load through the ``datasets`` library with the prompt formats of the DFlash / DDTree
@@ -14,12 +12,12 @@ harnesses (``load_and_process_dataset``). The first successful load is cached as
 """
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-ASSETS_PROMPTS = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts"
+from ..errors import UserError
+from ..promptfiles import (ASSET_SETS, ASSETS_PROMPTS, Prompt, load_assets, load_jsonl,  # noqa: F401
+                           parse_prompt_obj, write_jsonl)
 
 _BOXED = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 _HUMANEVAL = ("Write a solution to the following problem and make sure that it passes the tests:\n"
@@ -39,107 +37,6 @@ PAPER_DATASETS = {
 }
 ALIASES = {"math-500": "math500", "aime2025": "aime25", "lcb": "livecodebench", "mtbench": "mt-bench",
            "mt_bench": "mt-bench", "human-eval": "humaneval"}
-# our own offline sets (assets/prompts/eval.jsonl, filtered by category)
-ASSET_SETS = ("eval", "chat", "math", "code")
-
-
-class DatasetError(ValueError):
-    """A prompt source that cannot be read; the message names it and says what to do."""
-
-
-@dataclass
-class Prompt:
-    id: str
-    category: str
-    turns: list[str] = field(default_factory=list)
-    dataset: str = ""
-    group: str = ""        # rollup (math / code / chat) for the paper's datasets
-
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "category": self.category, "turns": self.turns, "dataset": self.dataset,
-                "group": self.group or self.category}
-
-
-def _user_error(msg: str) -> Exception:
-    try:
-        from ..cli import UserError
-        return UserError(msg)
-    except ImportError:   # pragma: no cover
-        return DatasetError(msg)
-
-
-# --- JSONL -----------------------------------------------------------------------------------
-
-def parse_prompt_obj(obj, where: str, index: int, default_category: str = "prompts") -> Prompt:
-    """One JSONL object -> Prompt; ``where`` is used in error messages (``file:line``)."""
-    if not isinstance(obj, dict):
-        raise _user_error(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    if "turns" in obj:
-        turns = obj["turns"]
-        if isinstance(turns, str):
-            turns = [turns]
-        if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
-            raise _user_error(f"{where}: 'turns' must be a non-empty list of non-empty strings")
-    elif "prompt" in obj:
-        if not isinstance(obj["prompt"], str) or not obj["prompt"].strip():
-            raise _user_error(f"{where}: 'prompt' must be a non-empty string")
-        turns = [obj["prompt"]]
-    else:
-        raise _user_error(f"{where}: needs a 'prompt' string or a 'turns' list (keys: {', '.join(sorted(obj)) or 'none'})")
-    pid = obj.get("id", obj.get("question_id", index))
-    cat = obj.get("category") or default_category
-    return Prompt(str(pid), str(cat), list(turns))
-
-
-def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Prompt]:
-    path = Path(path)
-    if not path.is_file():
-        raise _user_error(f"prompt file not found: {path}")
-    cat = default_category or path.stem
-    out, seen = [], set()
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            s = line.strip()
-            if not s or s.startswith("#"):
-                continue
-            try:
-                obj = json.loads(s)
-            except json.JSONDecodeError as e:
-                raise _user_error(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
-            p = parse_prompt_obj(obj, f"{path}:{lineno}", len(out), cat)
-            if p.id in seen:
-                raise _user_error(f"{path}:{lineno}: duplicate id {p.id!r}")
-            seen.add(p.id)
-            p.dataset = path.stem
-            out.append(p)
-    if not out:
-        raise _user_error(f"{path}: no prompts (one JSON object per line with 'prompt' or 'turns')")
-    return out
-
-
-def write_jsonl(prompts: list[Prompt], path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for p in prompts:
-            f.write(json.dumps({"id": p.id, "category": p.category, "turns": p.turns}, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
-
-
-# --- our assets ----------------------------------------------------------------------------------
-
-def load_assets(name: str = "eval") -> list[Prompt]:
-    """Our offline prompt sets: ``eval`` (all 36), or one category: ``chat``, ``math``, ``code``."""
-    ps = load_jsonl(ASSETS_PROMPTS / "eval.jsonl")
-    if name != "eval":
-        ps = [p for p in ps if p.category == name]
-    for p in ps:
-        p.dataset = f"assets:{name}"
-    return ps
-
 
 # --- the paper's benchmarks ------------------------------------------------------------------------
 
@@ -203,7 +100,7 @@ def _load_hf(name: str) -> list[dict]:
     try:
         import datasets as hfd
     except ImportError:
-        raise _user_error(f"dataset {name!r} ({PAPER_DATASETS[name][0]}) is not cached and the `datasets` "
+        raise UserError(f"dataset {name!r} ({PAPER_DATASETS[name][0]}) is not cached and the `datasets` "
                           f"library is not installed: pip install datasets==5.2.0; or {_how_to_get(name)}") from None
     repo, config, split, _, _ = PAPER_DATASETS[name]
     try:
@@ -217,13 +114,13 @@ def _load_hf(name: str) -> list[dict]:
     except Exception as e:   # offline, missing cache, hub errors: one actionable line
         why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
         state = "offline and not in the local cache" if _offline() else f"could not be loaded ({why})"
-        raise _user_error(f"dataset {name!r} ({repo}) is {state}: {_how_to_get(name)}") from None
+        raise UserError(f"dataset {name!r} ({repo}) is {state}: {_how_to_get(name)}") from None
 
 
 def load_paper_dataset(name: str, refresh: bool = False) -> list[Prompt]:
     key = ALIASES.get(name.lower(), name.lower())
     if key not in PAPER_DATASETS:
-        raise _user_error(f"unknown dataset {name!r}; choose one of {', '.join(PAPER_DATASETS)} "
+        raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(PAPER_DATASETS)} "
                           f"(or our sets: {', '.join(ASSET_SETS)}), or pass --prompts FILE.jsonl")
     group = PAPER_DATASETS[key][3]
     cat = key
@@ -253,9 +150,9 @@ def load_prompts(prompts: str | None = None, dataset: str | None = None, limit: 
     ``limit`` keeps the first N prompts of each source (the paper uses 50 per dataset).
     """
     if prompts and dataset:
-        raise _user_error("give either --prompts or --dataset, not both")
+        raise UserError("give either --prompts or --dataset, not both")
     if limit is not None and limit < 1:
-        raise _user_error(f"--limit must be >= 1, got {limit}")
+        raise UserError(f"--limit must be >= 1, got {limit}")
     if prompts:
         out = load_jsonl(prompts)
         return out[:limit] if limit else out
@@ -276,5 +173,5 @@ def load_prompts(prompts: str | None = None, dataset: str | None = None, limit: 
                 p.id = f"{p.dataset}/{p.id}"
         out += ps
     if not out:
-        raise _user_error("no prompts selected")
+        raise UserError("no prompts selected")
     return out

@@ -72,9 +72,9 @@ class BenchWorker:
     def __init__(self, args, cost_model, threads: int, variants, temperature: float, builder: str, warmup: bool):
         import torch
         torch.set_num_threads(threads)
-        from ..cli import load_pair_from_args
+        from ..pairargs import load_pair_from_args
         from ..cluster import worker_identity
-        from .machine import hardware_info
+        from ..machine import hardware_info
         from .run import _bench_decoder
         self.dec = _bench_decoder(load_pair_from_args(args), cost_model)
         if warmup:

@@ -28,7 +28,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import pairargs
 from ..config import STAGES, DecodeConfig, TreeConfig, default_builder
+from ..errors import UserError
 
 PARTS = {"draft": ("backbone", "draft_lm_head", "draft_other"),
          "verify": ("layers", "attention", "head", "sampling", "verify_other")}
@@ -237,9 +239,8 @@ def table(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from ..cli import UserError, add_model_args, load_pair_from_args
     p = argparse.ArgumentParser(prog="python -m dominotree profile-rounds", description=__doc__.split("\n\n")[0])
-    add_model_args(p)
+    pairargs.add_model_args(p)
     p.add_argument("--dtypes", default="bfloat16,float32", help="comma list (each loads the pair once)")
     p.add_argument("--methods", default="ar,ddtree,dominotree", help="comma list; ar is always included")
     p.add_argument("--prompts", type=int, default=3, help="first N held-out prompts (assets/prompts/eval.jsonl, "
@@ -260,7 +261,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(a.threads)
     from ..decode import Decoder
     from .datasets import load_prompts
-    from .machine import hardware_info, versions_info
+    from ..machine import hardware_info, versions_info
     pool = load_prompts(None, "eval", None)
     by_cat: dict[str, list] = {}
     for q in pool:
@@ -272,7 +273,7 @@ def main(argv=None) -> int:
            "dtypes": {}}
     for dt in [d.strip() for d in a.dtypes.split(",") if d.strip()]:
         a.dtype = dt
-        pair = load_pair_from_args(a)
+        pair = pairargs.load_pair_from_args(a)
         builder = a.builder or default_builder(pair.target.device)
         dec = Decoder(pair, annotate=False)
         r = profile_dtype(dec, prompts, methods, a.max_new_tokens, builder, TreeConfig(budget=a.budget))

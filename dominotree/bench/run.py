@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 from ..config import STAGES, ConfigError, DecodeConfig
+from ..errors import UserError
+from ..machine import hardware_info, versions_info
 from . import stats
-from .machine import hardware_info, versions_info
-from .variants import HF_GENERATE, Variant, user_error as _user_error
+from .variants import HF_GENERATE, Variant
 
 SEED_BASE = 1000
 
@@ -172,9 +173,9 @@ def check_prompts(dec, prompts, max_new_tokens: int, chat: bool) -> None:
         try:
             ids = encode_messages(dec, [{"role": "user", "content": p.turns[0]}], chat)
         except ConfigError as e:
-            raise _user_error(f"prompt {p.id!r}: {e}") from None
+            raise UserError(f"prompt {p.id!r}: {e}") from None
         if len(ids) + max_new_tokens + 17 > limit:
-            raise _user_error(f"prompt {p.id!r} ({len(ids)} tokens) + --max-new-tokens {max_new_tokens} exceeds "
+            raise UserError(f"prompt {p.id!r} ({len(ids)} tokens) + --max-new-tokens {max_new_tokens} exceeds "
                               f"the target's context of {limit}")
 
 

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 from ..config import STAGES
+from ..errors import UserError
 from . import claims, stats
 from .report import ADAPTIVE, _tie_notes, ci_markdown, headline_markdown, summary_markdown
 from .run import read_answers, tkey
-from .variants import REFERENCE_ROWS, user_error as _user_error
+from .variants import REFERENCE_ROWS
 
 
 def _per_prompt(recs: list[dict]) -> dict:
@@ -57,7 +58,7 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
     out = Path(out)
     recs = read_answers(out)
     if not recs:
-        raise _user_error(f"no benchmark records under {out / 'answers'}")
+        raise UserError(f"no benchmark records under {out / 'answers'}")
     if order is None:
         try:
             order = [m["label"] for m in json.loads((out / "run.json").read_text())["methods"]]

@@ -1,36 +1,16 @@
-"""Why an output differs from ``ar`` at T = 0: the target's logit gap at the first difference.
-
-Every method commits the target's argmax, so at T = 0 its output equals ``ar``'s exactly in
-exact arithmetic. In bfloat16 the verify forward (17 rows, tree mask) and ``ar``'s one-row
-forward round differently, and where the target's top two tokens are nearly tied the argmax can
-flip; from there the two outputs are different (equally valid) greedy continuations.
-
-For each T = 0 output that differs from ``ar`` this module re-runs the target once, fresh, on the
-shared prefix (the prompt and ``ar``'s tokens before the first difference) and records the logit
-gap between ``ar``'s token and the method's token there, and the method token's rank. A gap of a
-few hundredths with rank 1 is a rounding tie; a large gap or a low rank would be a real bug.
+"""Why an output differs from ``ar`` at T = 0, over a whole bench run: for each T = 0 output that
+differs from ``ar``'s, the target's logit gap and the method token's rank at the first difference
+(``dominotree.ties.gap_at``: a fresh target forward on the shared prefix, the prompt and ``ar``'s
+tokens before the difference). A gap of a few hundredths with rank 1 is a rounding tie; a large
+gap or a low rank would be a real bug.
 """
 from __future__ import annotations
 
-import torch
-
+from ..ties import ROUNDING_GAP, gap_at  # noqa: F401 - both importable here, as before
 from .stats import first_difference
 from .variants import REFERENCE_ROWS
 
 COLUMNS = ["temperature", "label", "question_id", "turn", "token", "ar_token", "method_token", "gap", "rank"]
-
-
-@torch.inference_mode()
-def gap_at(dec, prefix: list[int], ar_token: int, method_token: int) -> tuple[float, int]:
-    """Target logit of ``ar_token`` minus that of ``method_token`` after ``prefix`` (fresh
-    forward in the target's dtype, read in float32), and ``method_token``'s rank (0 = argmax)."""
-    tgt = dec.target
-    ids = torch.tensor([prefix], dtype=torch.long, device=tgt.device)
-    pos = torch.arange(len(prefix), device=tgt.device)[None]
-    out = tgt.forward(ids, pos, tgt.new_cache(), last_only=True)
-    logits = out.logits[-1].float()
-    rank = int((logits > logits[method_token]).sum())
-    return float(logits[ar_token] - logits[method_token]), rank
 
 
 def diagnose(dec, prompts: dict, by: dict, encode, chat: bool = True) -> list[dict]:
@@ -61,9 +41,6 @@ def diagnose(dec, prompts: dict, by: dict, encode, chat: bool = True) -> list[di
             rows.append({"temperature": float(t), "label": label, "question_id": qid, "turn": ti, "token": k,
                          "ar_token": int(a_ids[ti][k]), "method_token": int(m_ids[ti][k]), "gap": gap, "rank": rank})
     return rows
-
-
-ROUNDING_GAP = 0.25   # logits: two bf16 ulps at |logit| in [16, 32)
 
 
 def summary_line(rows: list[dict], n_outputs: int) -> str:

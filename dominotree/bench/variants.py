@@ -8,14 +8,9 @@ import re
 from dataclasses import dataclass, replace
 
 from ..config import METHODS, ConfigError, TreeConfig
+from ..errors import UserError
 
-
-def user_error(msg: str) -> Exception:
-    from ..cli import UserError
-    return UserError(msg)
-
-
-_user_error = user_error
+user_error = UserError      # the bench modules' old name for it
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,7 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
         return Variant(HF_GENERATE, HF_GENERATE, base)
     m = _SPEC.match(s)
     if not m or m["m"] not in METHODS:
-        raise _user_error(f"bad method {spec!r}: use NAME[@BUDGET][/mM][/vN] with NAME one of {', '.join(METHODS)}, "
+        raise UserError(f"bad method {spec!r}: use NAME[@BUDGET][/mM][/vN] with NAME one of {', '.join(METHODS)}, "
                           f"or {HF_GENERATE} (plain transformers generate, bf16)")
     tree = base
     label = m["m"]
@@ -54,7 +49,7 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
     if auto:
         from ..autobudget import AUTO_METHODS
         if m["m"] not in AUTO_METHODS:
-            raise _user_error(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)})")
+            raise UserError(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)})")
         label += "@auto"
     elif m["b"] is not None:
         tree = replace(tree, budget=int(m["b"]))
@@ -67,9 +62,9 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
     if m["v"] is not None:
         vocab = int(m["v"])
         if vocab < 1:
-            raise _user_error(f"{spec.strip()!r}: /vN needs N >= 1 tokens")
+            raise UserError(f"{spec.strip()!r}: /vN needs N >= 1 tokens")
         if m["m"] == "ar":
-            raise _user_error(f"{spec.strip()!r}: ar drafts nothing, so it has no draft vocabulary")
+            raise UserError(f"{spec.strip()!r}: ar drafts nothing, so it has no draft vocabulary")
         label += f"/v{vocab}"
     return Variant(label, m["m"], tree, auto, vocab)
 
@@ -82,11 +77,11 @@ def parse_variants(specs: str, base: TreeConfig) -> list[Variant]:
         try:
             v = parse_variant(s, base)
         except ConfigError as e:
-            raise _user_error(f"method {s.strip()!r}: {e}") from None
+            raise UserError(f"method {s.strip()!r}: {e}") from None
         if v.label in seen:
-            raise _user_error(f"method {v.label!r} is listed twice")
+            raise UserError(f"method {v.label!r} is listed twice")
         seen.add(v.label)
         out.append(v)
     if not out:
-        raise _user_error("--methods is empty")
+        raise UserError("--methods is empty")
     return out

@@ -14,11 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import CheckpointError  # defined with every user error in errors.py; importable here
+
 DOMINO_PROJECTORS = ("domino", "causal_v5")
-
-
-class CheckpointError(ValueError):
-    """A drafter checkpoint that cannot be used; the message names the problem."""
 
 
 @dataclass(frozen=True)

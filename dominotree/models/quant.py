@@ -7,7 +7,8 @@ Q4_1 stores each block of 32 weights as a float16 scale ``d``, a float16 minimum
 activation dtype, and its float32 path is unvectorized (about 13x slower than bf16 here), so
 torch's kernel runs with bf16 activations and bf16 scales: the weights are the GGUF's to within
 the bf16 rounding of ``d`` and ``m + 8 d``. Where it builds, ``quantcpu.Q4Linear`` (float32
-activations, float32 ``d`` and ``m``) is used instead.
+activations, float32 ``d`` and ``m``) is used instead (``quantcpu.int4_linear`` chooses: the
+kernels import these block formats, never the other way).
 
 ``gguf_q4_1(path)`` reads the blocks of a Llama GGUF (rows reordered the way transformers'
 GGUF loader reorders attn_q / attn_k); ``quantize_q4_1(w)`` makes Q4_1 blocks from float
@@ -141,39 +142,6 @@ class Int4Linear:
         """The weight the kernel uses, [N, K] in float32 (for tests)."""
         eye = torch.eye(self.in_features, dtype=self.scale_zeros.dtype)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, GROUP, self.scale_zeros).t().float()
-
-
-def int4_activations() -> torch.dtype:
-    """The activation dtype of 4-bit products here: float32 where ``quantcpu``'s kernel builds (exact,
-    row-independent), else bf16 on torch's kernel (a one-line notice says why)."""
-    import sys
-
-    from .quantcpu import available
-    why = available()
-    if why is None:
-        return torch.float32
-    print(f"[dominotree] {why}; int4 runs on torch's kernel with bf16 activations", file=sys.stderr)
-    return torch.bfloat16
-
-
-def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16,
-                q8: bool = False):
-    """A ``FastModel`` linear builder: Q4_1 blocks by parameter name (a GGUF), or quantized from
-    the float weights when ``blocks`` is None or lacks the name. float32 ``activations`` run on
-    ``quantcpu.Q4Linear`` (``q8``: ``quantcpu.Q4Q8Linear``, 8-bit activation blocks), bf16 on
-    torch's kernel (``Int4Linear``)."""
-    def make(names, weight, bias):
-        if blocks is not None and all(n in blocks for n in names):
-            q = Q4_1.cat([blocks[n] for n in names])
-            if tuple(q.q.shape) != tuple(weight.shape):
-                raise ValueError(f"{names}: GGUF shape {tuple(q.q.shape)} != model shape {tuple(weight.shape)}")
-        else:
-            q = quantize_q4_1(weight)
-        if activations == torch.float32:
-            from .quantcpu import Q4Linear, Q4Q8Linear
-            return (Q4Q8Linear if q8 else Q4Linear)(q, bias)
-        return Int4Linear(q, bias)
-    return make
 
 
 def int4_available() -> bool:

