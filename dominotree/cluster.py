@@ -50,6 +50,7 @@ def connect(address: str = "auto", num_cpus: int | None = None) -> dict:
                 ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
                          object_store_memory=OBJECT_STORE_MB * 2**20, **kw)
             else:
+                _check_reachable(address)
                 ray.init(address=address, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ClusterError(f"cannot reach the Ray cluster at {address!r}: {str(e).splitlines()[0]}") from None
@@ -57,6 +58,19 @@ def connect(address: str = "auto", num_cpus: int | None = None) -> dict:
     return {"address": address, "nodes": len(nodes),
             "cpus": int(ray.cluster_resources().get("CPU", 0)),
             "node_cpus": [int(n["Resources"].get("CPU", 0)) for n in nodes]}
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not after Ray's minutes of retries, when HOST:PORT does not answer."""
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"--ray expects 'auto' or HOST:PORT (ray://HOST:PORT for Ray Client), got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ClusterError(f"no Ray cluster answers at {hostport} ({e.strerror or e}); start one with "
+                           f"`ray start --head --port {port}` or use --ray auto") from None
 
 
 def shutdown() -> None:

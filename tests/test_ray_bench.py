@@ -56,6 +56,11 @@ def test_worker_plan_and_names():
         plan_workers(one, 2, 2)
     with pytest.raises(ClusterError, match=">= 1"):
         plan_workers(one, 0, None)
+    from dominotree.cluster import _check_reachable
+    with pytest.raises(ClusterError, match="no Ray cluster answers at 127.0.0.1:1"):   # seconds, not Ray's minutes
+        _check_reachable("127.0.0.1:1")
+    with pytest.raises(ClusterError, match="HOST:PORT"):
+        _check_reachable("head-without-port")
     ws = [{"cpu": "EPYC", "torch_threads": 1}, {"cpu": "EPYC", "torch_threads": 1}, {"cpu": "Xeon", "torch_threads": 1}]
     assert describe_workers(ws) == "3 Ray workers: EPYC (2 x 1 threads); Xeon (1 x 1 threads)"
     recs = [{"temperature": 0.0, "question_id": "a", "worker": 0}, {"temperature": 0.0, "question_id": "a", "worker": 0},
