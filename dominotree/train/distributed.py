@@ -17,8 +17,8 @@ the ``--state`` this run wrote.
 Data (``python -m dominotree.train.distributed distill --ray [ADDRESS] --jobs N ...``, the
 ``selfdistill`` flags): the plan's jobs ``0 .. N-1`` cut into chunks of ``--chunk-jobs``; each chunk
 is a deterministic function of (seed, chunk) (greedy answers; sampled ones seeded per job), run
-by a Ray actor that loads the target once; the driver writes each finished chunk as one
-``shard-NNNNN.jsonl.gz`` in ``--out`` (selfdistill's format and names) and lists it in
+by a Ray actor that loads the target once; the driver writes the finished chunks in chunk order,
+one ``shard-NNNNN.jsonl.gz`` each in ``--out`` (selfdistill's format and names), and lists them in
 ``ray_chunks.json``. A rerun skips listed chunks and the job ids already in the folder, so it
 resumes without duplicates.
 
@@ -336,6 +336,21 @@ def distill_main(argv: list[str]) -> int:
         return actor.run_chunk.remote(jobs_of(c), done, mine)
 
     inflight, queue = {}, list(chunks)
+    finished: dict[int, tuple] = {}      # chunks done but not yet written: shards are written in chunk order,
+    order = list(chunks)                 # so a run's files are the same whichever worker finished first
+
+    def write_ready():
+        while order and order[0] in finished:
+            c = order.pop(0)
+            recs, stats = finished.pop(c)
+            path = write_shard(a.out, recs) if recs else None
+            meta["chunks"][str(c)] = {"shard": path.name if path else None, "records": len(recs), "stats": stats}
+            tmp = manifest.with_name(manifest.name + ".tmp")
+            tmp.write_text(json.dumps(meta, indent=1))
+            os.replace(tmp, manifest)
+            log(f"chunk {c} (jobs {jobs_of(c)[0]}..{jobs_of(c)[-1]}): {len(recs)} examples -> "
+                f"{path.name if path else 'none'}; {stats}")
+
     for actor in actors:
         if queue:
             c = queue.pop(0)
@@ -344,19 +359,12 @@ def distill_main(argv: list[str]) -> int:
         [ref], _ = ray.wait(list(inflight), num_returns=1)
         actor, c = inflight.pop(ref)
         try:
-            recs, stats = ray.get(ref)
+            finished[c] = ray.get(ref)
         except RayActorError as e:
             log(f"chunk {c}: its worker died ({str(e).splitlines()[0][:120]}); the chunk goes to another worker")
             queue.insert(0, c)
             actor = Actor.remote(a, cpus)
-        else:
-            path = write_shard(a.out, recs) if recs else None
-            meta["chunks"][str(c)] = {"shard": path.name if path else None, "records": len(recs), "stats": stats}
-            tmp = manifest.with_name(manifest.name + ".tmp")
-            tmp.write_text(json.dumps(meta, indent=1))
-            os.replace(tmp, manifest)
-            log(f"chunk {c} (jobs {jobs_of(c)[0]}..{jobs_of(c)[-1]}): {len(recs)} examples -> "
-                f"{path.name if path else 'none'}; {stats}")
+        write_ready()
         if queue:
             c = queue.pop(0)
             inflight[submit(actor, c)] = (actor, c)
