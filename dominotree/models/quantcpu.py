@@ -196,7 +196,7 @@ def q8_products(module: torch.nn.Module, kind=Q8Linear) -> torch.nn.Module:
     with ``kind``, for decoding (``linear.route_products``: remade when a weight changes, autograd
     untouched). Used for the drafters' backbones next to an int4 target (``presets.load_pair``;
     ``Q8Q8Linear`` next to ``int4-q8``): on 18 held-out prompts their tau was unchanged
-    (``results/cheap-rounds``). Returns ``module``."""
+    (``results/cheap-rounds/draft_rows_tau.txt``). Returns ``module``."""
     return route_products(module, lambda w, b: q8_product(w, b, kind))
 
 
