@@ -384,11 +384,19 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
                  f"<br><sup>{len(same)}/{len(ab)} A/B rounds built identical trees"
                  + (f" · {len(trace.rounds) - len(ab)} round(s) without an A/B record" if len(ab) < len(trace.rounds) else "")
                  + "</sup>")
+    title += _capture_note(trace)
     fig.update_layout(barmode="group", template="plotly_white", font=_FONT, height=340,
                       title=dict(text=title), xaxis=_round_axis(trace), yaxis=dict(title="ms"),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
                       margin=dict(l=50, r=20, t=80, b=40))
     return fig
+
+
+def _capture_note(trace: DecodeTrace) -> str:
+    """The graph builders' CUDA-graph record (``extra["capture"]``, builders/capture.py) as one line."""
+    seen = dict.fromkeys(f"{rt.builder}: {c['mode']}" + (f" ({c['reason']})" if c.get("reason") else "")
+                         for rt in trace.rounds if (c := rt.extra.get("capture")))
+    return f"<br><sup>CUDA graph: {_esc('; '.join(seen))}</sup>" if seen else ""
 
 
 # one colour per method in every chart (Okabe-Ito), whichever methods a comparison holds

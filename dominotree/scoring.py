@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .models.childgru import child_gru
+from .models.childgru import ChildGRU, child_gru
 
 EAGER_ENV = "DOMINOTREE_EAGER_DEPTHS"
 
@@ -58,7 +58,7 @@ def top_candidates(logits: torch.Tensor, m: int) -> torch.Tensor:
         return torch.topk(logits, m)[1]
     ids = _CHUNK_IDS.get(v)
     if ids is None:
-        ids = _CHUNK_IDS[v] = torch.arange(v).view(v // chunk, chunk)
+        ids = _CHUNK_IDS[v] = torch.arange(v, device=logits.device).view(v // chunk, chunk)
     rows = logits.view(v // chunk, chunk)
     best = torch.topk(rows.amax(dim=1), m)[1]                          # [m] chunks
     local = torch.topk(rows.index_select(0, best).view(-1), m)[1]      # [m] in the m x 64 values
@@ -70,13 +70,23 @@ _CHUNK_IDS: dict[int, torch.Tensor] = {}
 
 class _Depth:
     """One depth's prepared inputs: fp32 base log-softmax ``lp`` [V], Top-M candidates ``cand`` [M]
-    and their ranks; for the conditional scorer also ``basec`` [M] and ``w2c`` [M, E] (fp32)."""
-    __slots__ = ("lp", "cand", "rank", "basec", "w2c")
+    and their ranks; for the conditional scorer also ``basec`` [M] and ``w2c`` [M, E] (fp32).
+
+    Preparing reads nothing on the host (the graph builders prepare depths right before a CUDA
+    graph capture, ``tests/test_syncguard.py``); the rank map, a host dict, is made on first use."""
+    __slots__ = ("lp", "cand", "_rank", "basec", "w2c")
 
     def __init__(self, lp, cand):
         self.lp, self.cand = lp, cand
-        self.rank = dict(zip(cand.tolist(), range(cand.shape[0])))
+        self._rank = None
         self.basec = self.w2c = None
+
+    @property
+    def rank(self) -> dict[int, int]:
+        """token id -> rank in ``cand`` (one host read of the candidates, on first use)."""
+        if self._rank is None:
+            self._rank = dict(zip(self.cand.tolist(), range(self.cand.shape[0])))
+        return self._rank
 
 
 class _BaseScores:
@@ -100,13 +110,23 @@ class _BaseScores:
         self.m = self.topm or min(64, self.V)   # candidates shown in traces even for full-vocab scoring
         self._rows: list[_Depth | None] = [None] * self.D
         if not lazy:
-            lp = torch.log_softmax(block.base_logits.float(), dim=-1)              # [D, V] fp32
-            cand = torch.stack([top_candidates(r, self.m) for r in block.base_logits])   # [D, M]
-            self._rows = [_Depth(lp[r], cand[r]) for r in range(self.D)]
-            self._prepare_all(cand)
+            self.prepare_all()
 
-    def _prepare_all(self, cand: torch.Tensor) -> None:
-        """Batched extras of the eager mode (the conditional scorer's gathers)."""
+    def prepare_all(self) -> None:
+        """Prepare every depth not prepared yet, in one batched call per op (the eager mode, and
+        what the graph builders bind before a capture); no host reads."""
+        todo = [r for r, d in enumerate(self._rows) if d is None]
+        if not todo:
+            return
+        logits = self.block.base_logits if len(todo) == self.D else self.block.base_logits[todo]
+        lp = torch.log_softmax(logits.float(), dim=-1)                          # [n, V] fp32
+        cand = torch.stack([top_candidates(r, self.m) for r in logits])        # [n, M]
+        for i, r in enumerate(todo):
+            self._rows[r] = _Depth(lp[i], cand[i])
+        self._prepare_all(todo, logits, cand)
+
+    def _prepare_all(self, todo: list[int], logits: torch.Tensor, cand: torch.Tensor) -> None:
+        """Batched extras of ``prepare_all`` for block rows ``todo`` (the conditional scorer's gathers)."""
 
     def _prepare(self, r: int) -> _Depth:
         logits = self.block.base_logits[r]
@@ -125,6 +145,7 @@ class _BaseScores:
         return sum(d is not None for d in self._rows)
 
     def _stack(self, field: str) -> torch.Tensor:
+        self.prepare_all()
         return torch.stack([getattr(self.row(d), field) for d in range(1, self.D + 1)])
 
     @property
@@ -190,12 +211,12 @@ class ConditionalScorer(_BaseScores):
         else:
             self.root_children = torch.topk(self.row(1).lp, k1)
 
-    def _prepare_all(self, cand: torch.Tensor) -> None:
+    def _prepare_all(self, todo: list[int], logits: torch.Tensor, cand: torch.Tensor) -> None:
         if self.topm:
-            w2c = self.w2[cand.reshape(-1)].float().view(cand.shape[0], cand.shape[1], -1)   # [D, M, E]
-            basec = self.block.base_logits.gather(1, cand).float()                       # [D, M]
-            for r, d in enumerate(self._rows):
-                d.w2c, d.basec = w2c[r], basec[r]
+            w2c = self.w2[cand.reshape(-1)].float().view(cand.shape[0], cand.shape[1], -1)   # [n, M, E]
+            basec = logits.gather(1, cand).float()                                       # [n, M]
+            for i, r in enumerate(todo):
+                self._rows[r].w2c, self._rows[r].basec = w2c[i], basec[i]
 
     def _prepare(self, r: int) -> _Depth:
         d = super()._prepare(r)
@@ -239,7 +260,21 @@ class ConditionalScorer(_BaseScores):
 
     def child_states(self, state: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
         """[K, G] GRU states of the children ``toks`` of the node with state ``state``."""
-        return child_gru(self.drafter, self.embed)(state.view(1, -1), toks)
+        return self.child_step()(state.view(1, -1), toks)
+
+    def child_step(self) -> ChildGRU:
+        """The K-children GRU step every builder calls (``models/childgru.py``; remade when the
+        drafter's weights change)."""
+        return child_gru(self.drafter, self.embed)
+
+    @property
+    def gru_size(self) -> int:
+        return self.drafter.prefix_gru.hidden_size
+
+    @property
+    def w1(self) -> torch.Tensor:
+        """[E, H+G] the correction's first projection (``correction_hidden``'s weight)."""
+        return self.drafter.embed_proj[0].weight
 
 
 class StaticScorer(ConditionalScorer):
@@ -248,18 +283,18 @@ class StaticScorer(ConditionalScorer):
     def __init__(self, block: DraftBlock, drafter, embed, k: int, topm: int, depth: int, lazy: bool | None = None):
         super().__init__(block, drafter, embed, k, topm, lazy)
         vals, toks = self.root_children
-        self._menus = {1: (toks.tolist(), vals.tolist())}
+        self._menus = {1: (toks.tolist(), vals.tolist(), toks)}
         state = self.child_states(block.root_state, toks[:1])[0]
         for d in range(2, depth + 1):
             lp, cand = self.corrected_logprobs(state, d)
             v, local = torch.topk(lp, min(k, lp.shape[0]))
             t = cand[local] if cand is not None else local
-            self._menus[d] = (t.tolist(), v.tolist())
+            self._menus[d] = (t.tolist(), v.tolist(), t)
             state = self.child_states(state, t[:1])[0]
 
     def children(self, state, depth: int) -> Children:
-        toks, lps = self._menus[depth]
-        return Children(toks, lps, self.base_of(depth, torch.tensor(toks)), self.ranks(depth, toks), None)
+        toks, lps, toks_t = self._menus[depth]     # the tokens as a tensor on the block's device too
+        return Children(toks, lps, self.base_of(depth, toks_t), self.ranks(depth, toks), None)
 
 
 def domino_chain(block: DraftBlock, drafter, embed) -> tuple[list[int], list[float], list[float]]:

@@ -265,7 +265,8 @@ def test_node_bodies_with_static_buffers(head):
         for depth in (2, 7, 16):
             ch = sc.children(state, depth)
             exp.S_row, exp.S_state = torch.tensor([depth - 1]), state.view(1, -1)
-            toks, lps, base = exp._corr_body()["pack"].tolist()
+            toks, lps, base, ranks = exp._corr_body()["pack"].tolist()
             assert ([int(t) for t in toks], lps, base) == (ch.tokens, ch.logprobs, ch.base_logprobs)
+            assert [int(r) for r in ranks] == ch.ranks
             exp.S_toks = torch.tensor(ch.tokens)
             assert torch.equal(exp._gru_body()["states"], ch.states)

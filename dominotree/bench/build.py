@@ -6,7 +6,10 @@ head at two sets of shapes: the embedded pair's (the shipped drafter and SmolLM2
 published Qwen3-4B Domino head's with random weights. Every builder builds every round from its
 own scorer on the same block (so its lazily prepared depths count), interleaved in rotating order
 after warm-up, next to DDTree's build stage on the same block; the tree and menus of each builder
-are checked against the reference (every depth prepared up front) on every round. Prints a table, then ONE JSON line last.
+are checked against the reference (every depth prepared up front) on every round. Each graph
+builder's capture record (``Built.extra["capture"]``: ``captured``, or ``eager`` / ``fallback`` and
+why) is reported per shape set, so eager times are never read as graph replays. Prints a table,
+then ONE JSON line last.
 
     python -m dominotree bench-build [--device cpu|cuda] [--rounds 50] [--shapes embedded,qwen3-4b]
                                      [--threads 1] [--dtype float32] [--json-out FILE]
@@ -126,6 +129,7 @@ def bench_shapes(drafter, embed, spec: dict, rounds: int, warmup: int, seed: int
     names = ["ddtree", "python_eager", *builders]
     ms = {n: [] for n in names}
     setup, identical, mismatches, prepared = [], True, 0, []
+    captures: dict[str, dict[str, dict]] = {}      # builder -> label -> record (every round's)
     with torch.inference_mode():
         for r in range(warmup + rounds):
             block = random_block(drafter, embed, spec["depth"], gen)
@@ -145,6 +149,10 @@ def bench_shapes(drafter, embed, spec: dict, rounds: int, warmup: int, seed: int
                 ms[n].append((_now(dev) - t) * 1e3)
                 if n == builders[0]:
                     prepared.append(sc.prepared)
+            for n in builders:
+                cap = out[n].extra.get("capture")
+                if cap:
+                    captures.setdefault(n, {})[capture_label(cap)] = cap
             ok = all(same_build(out["python_eager"], out[n]) for n in builders)
             identical &= ok
             mismatches += not ok
@@ -156,8 +164,18 @@ def bench_shapes(drafter, embed, spec: dict, rounds: int, warmup: int, seed: int
         res[f"{n}_vs_ddtree"] = round(res[f"{n}_ms"] / res["ddtree_ms"], 3)
     res.update(identical=identical, mismatched_rounds=mismatches, rounds=rounds, warmup=warmup,
                eager_setup_ms=round(statistics.median(setup[warmup:]), 4),
-               mean_depths_prepared=round(statistics.mean(prepared[warmup:]), 2))
+               mean_depths_prepared=round(statistics.mean(prepared[warmup:]), 2),
+               capture={n: list(c.values()) for n, c in captures.items()})
     return res
+
+
+def capture_label(cap: dict) -> str:
+    return cap["mode"] + (f" ({cap['reason']})" if cap.get("reason") else "")
+
+
+def capture_summary(res: dict) -> str:
+    """'graph=captured frontier=eager' from a shape set's result (mixed modes joined by '/')."""
+    return " ".join(f"{n}={'/'.join(c['mode'] for c in caps)}" for n, caps in res.get("capture", {}).items())
 
 
 def main(argv=None) -> int:
@@ -193,7 +211,7 @@ def main(argv=None) -> int:
     print(f"bench-build  device={dev.type} ({hw})  dtype={result['dtype']}  threads={result['threads']}  "
           f"rounds={a.rounds} after {a.warmup} warm-up")
     head = (f"{'shapes':<10} {'src':<6} {'ddtree':>8} {'eager py':>9} {'python':>9} {'graph':>9} {'x':>6} "
-            f"{'frontier':>9} {'x':>6} {'best/ddtree':>12} {'depths':>7}  identical")
+            f"{'frontier':>9} {'x':>6} {'best/ddtree':>12} {'depths':>7}  identical  capture")
     print(head)
     print("-" * len(head))
     for name in shapes:
@@ -212,12 +230,14 @@ def main(argv=None) -> int:
         best = min(res[f"{n}_vs_ddtree"] for n in BUILDERS)
         print(f"{name:<10} {src:<6} {res['ddtree_ms']:>8.2f} {res['python_eager_ms']:>9.2f} {res['python_ms']:>9.2f} "
               f"{res['graph_ms']:>9.2f} {res['graph_speedup']:>5.2f}x {res['frontier_ms']:>9.2f} "
-              f"{res['frontier_speedup']:>5.2f}x {best:>11.2f}x {res['mean_depths_prepared']:>7.1f}  {res['identical']}")
+              f"{res['frontier_speedup']:>5.2f}x {best:>11.2f}x {res['mean_depths_prepared']:>7.1f}  {str(res['identical']):<9}  "
+              f"{capture_summary(res)}")
         del drafter, embed
     print("(build-stage ms per round, median, each with its own scorer and its per-round set-up; eager py = the "
           "reference with every depth prepared up front, as before lazy preparation; x = speedup over python; "
           "best/ddtree = the fastest builder's time over DDTree's build on the same blocks; depths = mean depths "
-          "prepared per round, of the block's)")
+          "prepared per round, of the block's; capture = whether the graph builders replayed CUDA graphs: "
+          "captured, eager (no CUDA or DOMINOTREE_GRAPH_EAGER=1) or fallback (capture failed: the reason is in the JSON))")
     line = json.dumps(result, separators=(",", ":"))
     if a.json_out:
         Path(a.json_out).write_text(line + "\n")

@@ -36,7 +36,8 @@ import torch
 from ..config import TreeConfig
 from ..trace import Menu
 from ..tree import Tree
-from .graph import WARMUP, NodeExpander, _key, graphs_enabled, lru_get, supports, sync_check
+from .capture import CAPTURED, Capture, failed, graphs_enabled, initial, record_bodies
+from .graph import NodeExpander, _key, lru_get, reference_capture, supports
 from .reference import Built, build_reference
 
 _CACHE_SIZE = 4
@@ -49,7 +50,7 @@ class FrontierProgram:
     Static inputs: the expander's ``S_`` round buffers, ``S_root_state`` / ``S_root_toks`` /
     ``S_root_vals``, ``S_maxd``. Static outputs (overwritten by the next run): ``O_nodes``
     [B+1, 5] float64 (token, parent, depth, score, marg), ``O_valid`` [B+1], ``O_menus``
-    [B-1, 3, K2] float64 (tokens, log-probs, base log-probs), ``O_expanded`` [B-1].
+    [B-1, 4, K2] float64 (tokens, log-probs, base log-probs, ranks), ``O_expanded`` [B-1].
     """
 
     def __init__(self, scorer, budget: int, use_graphs: bool | None = None):
@@ -58,6 +59,7 @@ class FrontierProgram:
         dev = self.exp.device
         self.use_graphs = graphs_enabled(dev) if use_graphs is None else use_graphs
         self.captured = False
+        self.capture_info = initial(dev, self.use_graphs)
         self.B, k1, k2 = budget, self.exp.k, self.exp.k
         self.k1, self.k2 = k1, k2
         n = k1 + max(budget - 1, 0) * k2
@@ -72,25 +74,25 @@ class FrontierProgram:
         self.S_root_toks = torch.zeros(k1, dtype=torch.long, device=dev)
         self.S_root_vals = torch.zeros(k1, device=dev)
         self.S_maxd = torch.zeros(1, dtype=torch.long, device=dev)
+        self._static = {n: getattr(self, n) for n in ("S_root_state", "S_root_toks", "S_root_vals", "S_maxd")}
         # outputs
         self.O_nodes = torch.zeros(budget + 1, 5, **f64)
         self.O_valid = torch.zeros(budget + 1, dtype=torch.bool, device=dev)
-        self.O_menus = torch.zeros(max(budget - 1, 0), 3, k2, **f64)
+        self.O_menus = torch.zeros(max(budget - 1, 0), 4, k2, **f64)
         self.O_expanded = torch.zeros(max(budget - 1, 0), dtype=torch.bool, device=dev)
 
     def begin_round(self, scorer, root_state: torch.Tensor, max_depth: int) -> None:
+        """Copy the round's inputs into the static buffers once they are owned (a capture), else
+        bind them."""
         self.exp.begin_round(scorer)
         vals, toks = scorer.root_children
         ins = (("S_root_state", root_state.view(1, -1)), ("S_root_toks", toks), ("S_root_vals", vals))
         for name, t in ins:
-            if self.captured:
+            if self.exp.owned:
                 getattr(self, name).copy_(t)
             else:
                 setattr(self, name, t)
-        if self.captured:
-            self.S_maxd.fill_(max_depth)
-        else:
-            self.S_maxd = torch.tensor([max_depth], device=self.exp.device)
+        self.S_maxd.fill_(max_depth)
 
     # --- the program (one body: eager, or captured whole) ----------------------------------
     def _program(self, eager: bool) -> None:
@@ -137,7 +139,7 @@ class FrontierProgram:
                 exp.S_row = depth.clamp(max=d - 1)           # children at depth+1 use block row `depth`
             exp.S_state = lstate.index_select(0, idx)
             out = exp._corr_body()
-            toks, lps, bases = out["pack"]
+            toks, lps, bases, _ = out["pack"]
             lo, hi = k1 + (p - 1) * k2, k1 + p * k2
             if eager:
                 families[p] = (exp.S_state, out["toks"])
@@ -151,27 +153,29 @@ class FrontierProgram:
             self.O_expanded[p - 1:p].copy_(ok)
 
     # --- capture / replay ------------------------------------------------------------------
-    def capture(self) -> bool:
+    def record(self, scorer, root_state: torch.Tensor, max_depth: int) -> tuple[list, list]:
+        """The capture region: own the buffers and bind the round (host work, before the region),
+        then warm up and record the whole program (``capture.record_bodies``: a graph on CUDA, an
+        eager dry run under the same host-sync guard elsewhere)."""
+        self.exp.own_buffers()
+        for name, t in self._static.items():
+            setattr(self, name, t)
+        self.begin_round(scorer, root_state, max_depth)
+        return record_bodies([lambda: self._program(eager=False)], self.exp.device, "the frontier builder's capture")
+
+    def capture(self, scorer, root_state: torch.Tensor, max_depth: int) -> bool:
+        """Record the program as one CUDA graph; False (eager from then on, and why in
+        ``capture_info``) on failure."""
         if not self.use_graphs or self.captured:
             return self.captured
-        self.exp.own_buffers()
-        for name in ("S_root_state", "S_root_toks", "S_root_vals", "S_maxd"):
-            setattr(self, name, getattr(self, name).clone())
         try:
-            dev = self.exp.device
-            side = torch.cuda.Stream(device=dev)
-            side.wait_stream(torch.cuda.current_stream(dev))
-            with sync_check(), torch.cuda.stream(side):
-                for _ in range(WARMUP):
-                    self._program(eager=False)
-            torch.cuda.current_stream(dev).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self._program(eager=False)
+            (self.graph,), _ = self.record(scorer, root_state, max_depth)
             self.captured = True
+            self.capture_info = Capture(CAPTURED)
         except Exception as e:
             warnings.warn(f"frontier builder: CUDA graph capture failed, running eagerly ({e})")
             self.use_graphs, self.captured = False, False
+            self.capture_info = failed(e)
         return self.captured
 
     def run(self) -> tuple[list, list, list, list]:
@@ -199,13 +203,14 @@ def program_for(scorer, budget: int) -> FrontierProgram:
 def build_frontier(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
     """``build_reference``'s tree from one device program per round (see the module docstring)."""
     if not supports(scorer):
-        return build_reference(scorer, root_token, root_state, cfg, max_depth)
+        built = build_reference(scorer, root_token, root_state, cfg, max_depth)
+        built.extra["capture"] = reference_capture(scorer).to_dict()
+        return built
     with torch.inference_mode():
         prog = program_for(scorer, cfg.budget)
-        prog.begin_round(scorer, root_state, max_depth)
         if prog.use_graphs and not prog.captured:
-            prog.capture()
-            prog.begin_round(scorer, root_state, max_depth)
+            prog.capture(scorer, root_state, max_depth)
+        prog.begin_round(scorer, root_state, max_depth)
         nodes, valid, menus_t, expanded = prog.run()
     vals, rtoks = scorer.root_children
     rt = rtoks.tolist()
@@ -218,7 +223,6 @@ def build_frontier(scorer, root_token: int, root_state, cfg: TreeConfig, max_dep
         tokens.append(int(tok)); parents.append(int(par)); depths.append(int(dep))
         scores.append(score); margs.append(marg)
         if p < cfg.budget and expanded[p - 1]:
-            toks, lps, bases = menus_t[p - 1]
-            toks = [int(t) for t in toks]
-            menus.append(Menu(p, int(dep) + 1, toks, lps, bases, scorer.ranks(int(dep) + 1, toks)))
-    return Built(Tree(tokens, parents, depths, scores, margs), menus)
+            toks, lps, bases, ranks = menus_t[p - 1]
+            menus.append(Menu(p, int(dep) + 1, [int(t) for t in toks], lps, bases, [int(r) for r in ranks]))
+    return Built(Tree(tokens, parents, depths, scores, margs), menus, {"capture": prog.capture_info.to_dict()})

@@ -10,13 +10,15 @@ buffers, once, as two bodies that read only static inputs and write only static 
 - ``_gru_body``: the K children's GRU states from their parent's (``models/childgru.py``).
 
 One body, two execution modes. On CUDA each body is captured once per key (shapes, dtype, device,
-weights) with ``torch.cuda.graph`` after warm-up on a side stream and replayed, with one host sync
-per pop (a pinned copy of the K tokens, log-probs and base log-probs). On CPU (or with
-``DOMINOTREE_GRAPH_EAGER=1``, or for a key whose capture failed) the same bodies run eagerly.
+weights) with ``capture.record_bodies`` (warm-up on a side stream, then ``torch.cuda.graph``, all
+under the host-sync guard) and replayed, with one host sync per pop (a pinned copy of the K
+tokens, log-probs, base log-probs and ranks). On CPU (or with ``DOMINOTREE_GRAPH_EAGER=1``, or for
+a key whose capture failed) the same bodies run eagerly; ``capture_info`` says which, and why.
 
-Lifecycle: ``NodeExpander(scorer)`` allocates, ``capture()`` records, ``begin_round(scorer)``
-copies the round's Top-M setup in (the scorer computed it; eagerly the tensors are just bound),
-``menu(...)`` / ``child_states(...)`` replay.
+Lifecycle: ``NodeExpander(scorer)`` allocates, ``capture(scorer)`` binds the round into owned
+buffers (every depth prepared before the region: nothing in the bodies reads the host) and
+records, ``begin_round(scorer)`` copies each round's Top-M setup in (the scorer computed it;
+eagerly the tensors are just bound), ``menu(...)`` / ``child_states(...)`` replay.
 
 The GRU step runs lazily: the reference computes the K children's states of every expanded node,
 but a child's state is only read when that child is itself expanded, so the builder runs a
@@ -29,7 +31,6 @@ shared ``ChildGRU`` step of a family's K children), so results are bit-identical
 from __future__ import annotations
 
 import heapq
-import os
 import warnings
 from collections import OrderedDict
 
@@ -37,21 +38,14 @@ import torch
 import torch.nn.functional as F
 
 from ..config import TreeConfig
-from ..models.childgru import child_gru
 from ..scoring import ConditionalScorer
 from ..trace import Menu
 from ..tree import Tree
+from .capture import CAPTURED, REFERENCE, Capture, failed, graphs_enabled, initial, record_bodies
 from .reference import Built, build_reference
 
-EAGER_ENV = "DOMINOTREE_GRAPH_EAGER"
-WARMUP = 3
 _CACHE_SIZE = 8
 _ROUND_INPUTS = ("S_z", "S_base_lp", "S_cand", "S_w2c", "S_basec", "S_base_logits")
-
-
-def graphs_enabled(device: torch.device) -> bool:
-    """CUDA graphs are used on CUDA unless ``DOMINOTREE_GRAPH_EAGER=1``."""
-    return device.type == "cuda" and os.environ.get(EAGER_ENV, "").lower() not in ("1", "true", "yes")
 
 
 def supports(scorer) -> bool:
@@ -59,6 +53,11 @@ def supports(scorer) -> bool:
     if type(scorer) is not ConditionalScorer or scorer.block.z is None:
         return False
     return int(scorer.root_children[1].shape[0]) == min(scorer.k, scorer.topm or scorer.V)
+
+
+def reference_capture(scorer) -> Capture:
+    """The record of a round the Python heap built because ``supports(scorer)`` is False."""
+    return Capture(REFERENCE, f"{type(scorer).__name__}: no per-node work to capture, the Python heap ran")
 
 
 class NodeExpander:
@@ -70,8 +69,8 @@ class NodeExpander:
     """
 
     def __init__(self, scorer: ConditionalScorer, use_graphs: bool | None = None):
-        block, drafter = scorer.block, scorer.drafter
-        self.drafter, self.embed = drafter, scorer.embed
+        block = scorer.block
+        self.drafter, self.embed = scorer.drafter, scorer.embed
         self.dtype = scorer.dtype
         self.device = block.base_logits.device
         self.full_vocab = scorer.topm == 0
@@ -79,13 +78,14 @@ class NodeExpander:
         self.k = int(scorer.root_children[1].shape[0])             # K children per expansion
         self.use_graphs = graphs_enabled(self.device) if use_graphs is None else use_graphs
         self.captured = False
+        self.capture_info = initial(self.device, self.use_graphs)
         self.owned = False        # True once the S_ buffers are ours (begin_round copies into them)
-        self.pack_outputs = self.use_graphs   # one [3, K] float64 output for a single host copy
+        self.pack_outputs = self.use_graphs   # one [4, K] float64 output for a single host copy
         # weights, read in place (never copied)
-        self.W1 = drafter.embed_proj[0].weight                     # [E, H+G]
+        self.W1 = scorer.w1                                        # [E, H+G]
         self.W1T = self.W1.t()
-        self.gru = child_gru(drafter, scorer.embed)
-        self.G = drafter.prefix_gru.hidden_size
+        self.gru = scorer.child_step()
+        self.G = scorer.gru_size
         self._allocate(scorer)
 
     # --- allocate -------------------------------------------------------------------------
@@ -93,19 +93,22 @@ class NodeExpander:
         dev, m, e = self.device, (scorer.topm or 1), self.W1.shape[0]
         self.S_z = torch.zeros_like(scorer.block.z)                             # [D, H]
         self.S_base_lp = torch.zeros(self.D, self.V, device=dev)                # [D, V] fp32
-        self.S_cand = torch.zeros(self.D, m, dtype=torch.long, device=dev)      # [D, M]
+        self.S_cand = torch.zeros(self.D, scorer.m, dtype=torch.long, device=dev)   # [D, M] (ranks' list)
         self.S_w2c = torch.zeros(self.D, m, e, device=dev)                      # [D, M, E] fp32
         self.S_basec = torch.zeros(self.D, m, device=dev)                       # [D, M] fp32
         self.S_base_logits = (torch.zeros_like(scorer.block.base_logits)
                               if self.full_vocab else None)                     # [D, V] model dtype
-        self.S_row = torch.zeros(1, dtype=torch.long, device=dev)  # block row = child depth - 1 (eager: an int)
-        self.S_state = torch.zeros(1, self.G, dtype=self.dtype, device=dev)     # [1, G]
-        self.S_toks = torch.zeros(self.k, dtype=torch.long, device=dev)         # [K] children to step
+        # the per-node inputs; eagerly they are rebound to the caller's tensors (S_row to an int)
+        self._static = dict(S_row=torch.zeros(1, dtype=torch.long, device=dev),   # block row = child depth - 1
+                            S_state=torch.zeros(1, self.G, dtype=self.dtype, device=dev),   # [1, G]
+                            S_toks=torch.zeros(self.k, dtype=torch.long, device=dev))       # [K] children to step
+        for name, t in self._static.items():
+            setattr(self, name, t)
         self.O_corr = self.O_gru = None
         self._row_views: dict = {}
         self._bound = False
         if self.use_graphs:
-            self.H_pack = torch.zeros(3, self.k, dtype=torch.float64, pin_memory=True)
+            self.H_pack = torch.zeros(4, self.k, dtype=torch.float64, device="cpu", pin_memory=True)   # host side
 
     def own_buffers(self) -> None:
         """Make the per-round inputs fixed-address buffers (needed before a capture)."""
@@ -123,7 +126,7 @@ class NodeExpander:
         self.scorer = scorer
         self._bound = False
         if not self.captured:      # a graph keeps the step it recorded; eagerly, follow the weights
-            self.gru = child_gru(scorer.drafter, scorer.embed)
+            self.gru = scorer.child_step()
         if not self.owned:
             self.S_z = scorer.block.z
             return
@@ -134,11 +137,12 @@ class NodeExpander:
         fixed-shape program needs, since it indexes rows by a device tensor."""
         scorer = self.scorer
         self._bound = True
-        src = {"S_z": scorer.block.z, "S_base_lp": scorer.base_lp}
+        scorer.prepare_all()                       # every depth, batched, no host reads
+        src = {"S_z": scorer.block.z, "S_base_lp": scorer.base_lp, "S_cand": scorer.cand}
         if self.full_vocab:
             src["S_base_logits"] = scorer.block.base_logits
         else:
-            src.update(S_cand=scorer.cand, S_w2c=scorer.w2c, S_basec=scorer.basec)
+            src.update(S_w2c=scorer.w2c, S_basec=scorer.basec)
         for name, t in src.items():
             buf = getattr(self, name)
             if t.dtype != buf.dtype or t.shape != buf.shape:   # a silent cast would change numerics
@@ -151,7 +155,8 @@ class NodeExpander:
     # --- the bodies (one definition, eager or captured) --------------------------------------
     def _rows(self) -> tuple:
         """Block row ``S_row`` of the round inputs: (z [1,H], basec [M], w2c^T [E,M], cand [M],
-        base_lp [V], base_logits [1,V]). Eagerly ``S_row`` is an int and the views are made once
+        base_lp [V], base_logits [1,V]); ``cand`` is the depth's Top-M list (the ranks' reference,
+        also in full-vocabulary scoring). Eagerly ``S_row`` is an int and the views are made once
         per row and round; under capture it is a device tensor and these are ``index_select``s."""
         r = self.S_row
         if isinstance(r, int):
@@ -171,7 +176,7 @@ class NodeExpander:
         d = self.scorer.row(r + 1)
         z = self.S_z[r].unsqueeze(0)                                          # == block.z[row:row+1]
         if self.full_vocab:
-            return z, None, None, None, d.lp, self.scorer.block.base_logits[r].unsqueeze(0)
+            return z, None, None, d.cand, d.lp, self.scorer.block.base_logits[r].unsqueeze(0)
         return z, d.basec, d.w2c.T, d.cand, d.lp, None
 
     def root_base_lp(self) -> torch.Tensor:
@@ -181,7 +186,7 @@ class NodeExpander:
     def _select_rows(self, pick) -> tuple:
         z = pick(self.S_z).unsqueeze(0)                                       # == block.z[row:row+1]
         if self.full_vocab:
-            return z, None, None, None, pick(self.S_base_lp), pick(self.S_base_logits).unsqueeze(0)
+            return z, None, None, pick(self.S_cand), pick(self.S_base_lp), pick(self.S_base_logits).unsqueeze(0)
         return z, pick(self.S_basec), pick(self.S_w2c).T, pick(self.S_cand), pick(self.S_base_lp), None
 
     def _corr_body(self) -> dict:
@@ -199,11 +204,17 @@ class NodeExpander:
             corrected = basec + torch.mm(h, w2cT)[0]                           # == basec[row] + (h @ w2c[row].T)[0]
             lp = torch.log_softmax(corrected, dim=-1)
         vals, local = torch.topk(lp, self.k)
-        toks = cand.index_select(0, local) if cand is not None else local    # == cand[local]
+        if self.full_vocab:
+            toks = local
+            hit = toks.unsqueeze(1) == cand.unsqueeze(0)                      # [K, M]
+            ranks = torch.where(hit.any(1), hit.int().argmax(1), -1)         # == scorer.ranks (first match)
+        else:
+            toks = cand.index_select(0, local)                                # == cand[local]
+            ranks = local                                                     # cand is sorted: rank = index
         base = base_lp.index_select(0, toks)                                  # == base_lp[row][toks]
         if not self.pack_outputs:
-            return {"toks": toks, "vals": vals, "base": base}
-        return {"toks": toks, "pack": torch.stack([toks.double(), vals.double(), base.double()])}
+            return {"toks": toks, "vals": vals, "base": base, "ranks": ranks}
+        return {"toks": toks, "pack": torch.stack([toks.double(), vals.double(), base.double(), ranks.double()])}
 
     def _gru_body(self) -> dict:
         """``ConditionalScorer.child_states(S_state, S_toks)``: the K children's states from their
@@ -211,28 +222,32 @@ class NodeExpander:
         return {"states": self.gru(self.S_state, self.S_toks)}              # == reference line
 
     # --- capture ----------------------------------------------------------------------------
-    def capture(self) -> bool:
-        """Warm up on a side stream, then record both bodies. False (eager from then on) on failure."""
+    def record(self, scorer: ConditionalScorer) -> tuple[list, list]:
+        """The capture region: bind ``scorer``'s round into owned buffers (host work, before the
+        region), then warm up and record both bodies (``capture.record_bodies``: graphs on CUDA,
+        an eager dry run under the same host-sync guard elsewhere)."""
+        self.own_buffers()
+        for name, t in self._static.items():          # the bodies read the static per-node inputs
+            setattr(self, name, t)
+        self.pack_outputs = True
+        self.begin_round(scorer)
+        return record_bodies([self._corr_body, self._gru_body], self.device, "the graph builder's capture")
+
+    def capture(self, scorer: ConditionalScorer) -> bool:
+        """Record both bodies as CUDA graphs. False (eager from then on, and why in
+        ``capture_info``) on failure."""
         if not self.use_graphs or self.captured:
             return self.captured
-        self.own_buffers()
         try:
-            side = torch.cuda.Stream(device=self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with sync_check(), torch.cuda.stream(side):
-                for _ in range(WARMUP):
-                    self._corr_body()
-                    self._gru_body()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.g_corr, self.g_gru = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.g_corr):
-                self.O_corr = self._corr_body()
-            with torch.cuda.graph(self.g_gru, pool=self.g_corr.pool()):
-                self.O_gru = self._gru_body()
+            (self.g_corr, self.g_gru), (self.O_corr, self.O_gru) = self.record(scorer)
             self.captured = True
+            self.capture_info = Capture(CAPTURED)
         except Exception as e:  # eager fallback for a key we cannot capture
             warnings.warn(f"graph builder: CUDA graph capture failed, running eagerly ({e})")
             self.use_graphs, self.captured = False, False
+            self.capture_info = failed(e)
+            for name, t in self._static.items():
+                setattr(self, name, t)
         return self.captured
 
     def can_run(self) -> bool:
@@ -240,9 +255,9 @@ class NodeExpander:
         return self.captured
 
     # --- replay -------------------------------------------------------------------------
-    def menu(self, state: torch.Tensor, depth: int) -> tuple[list[int], list[float], list[float], torch.Tensor]:
+    def menu(self, state: torch.Tensor, depth: int) -> tuple[list[int], list[float], list[float], list[int], torch.Tensor]:
         """Children menu at ``depth`` >= 2 of a node with GRU state ``state`` [1, G]: tokens,
-        log-probs, base log-probs (host lists) and the tokens as a tensor (owned)."""
+        log-probs, base log-probs, ranks (host lists) and the tokens as a tensor (owned)."""
         if self.captured:
             self.S_row.fill_(depth - 1)
             self.S_state.copy_(state)
@@ -250,11 +265,15 @@ class NodeExpander:
             self.H_pack.copy_(self.O_corr["pack"], non_blocking=True)
             toks_t = self.O_corr["toks"].clone()          # the next replay overwrites O_corr
             torch.cuda.current_stream(self.device).synchronize()   # the one host sync per pop
-            toks, vals, base = self.H_pack.tolist()
-            return [int(t) for t in toks], vals, base, toks_t
+            toks, vals, base, ranks = self.H_pack.tolist()
+            return [int(t) for t in toks], vals, base, [int(r) for r in ranks], toks_t
         self.S_row, self.S_state = depth - 1, state
         out = self._corr_body()
-        return out["toks"].tolist(), out["vals"].tolist(), out["base"].tolist(), out["toks"]
+        if self.pack_outputs:     # owned buffers after a dry-run capture (tests): the packed output
+            toks, vals, base, ranks = out["pack"].tolist()
+            return [int(t) for t in toks], vals, base, [int(r) for r in ranks], out["toks"]
+        return (out["toks"].tolist(), out["vals"].tolist(), out["base"].tolist(), out["ranks"].tolist(),
+                out["toks"])
 
     def child_states(self, state: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
         """[K, G] states of children ``toks`` of a node with state ``state`` (owned)."""
@@ -265,18 +284,6 @@ class NodeExpander:
             return self.O_gru["states"].clone()           # the next replay overwrites O_gru
         self.S_state, self.S_toks = state, toks
         return self._gru_body()["states"]
-
-
-class sync_check:
-    """During warm-up, make any host sync in a body an error (NVIDIA's capture checklist)."""
-
-    def __enter__(self):
-        self.prev = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode("error")
-
-    def __exit__(self, *exc):
-        torch.cuda.set_sync_debug_mode(self.prev)
-        return False
 
 
 def _key(scorer: ConditionalScorer) -> tuple:
@@ -314,14 +321,17 @@ def lru_get(cache, key, make, size: int):
 def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
     """``build_reference`` with the per-node work replayed from static buffers."""
     if not supports(scorer):
-        return build_reference(scorer, root_token, root_state, cfg, max_depth)
+        built = build_reference(scorer, root_token, root_state, cfg, max_depth)
+        built.extra["capture"] = reference_capture(scorer).to_dict()
+        return built
     with torch.inference_mode():
         exp = expander_for(scorer)
         if exp.use_graphs and not exp.captured:
-            exp.begin_round(scorer)
-            exp.capture()
+            exp.capture(scorer)
         exp.begin_round(scorer)
-        return _best_first(scorer, exp, root_token, root_state, cfg, max_depth)
+        built = _best_first(scorer, exp, root_token, root_state, cfg, max_depth)
+    built.extra["capture"] = exp.capture_info.to_dict()
+    return built
 
 
 class _Family:
@@ -348,16 +358,17 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
     heap: list = []
     tie = 0
 
-    def push(row, depth, cum, marg, toks, lps, bases, family):
+    def push(row, depth, cum, marg, toks, lps, bases, ranks, family):
         nonlocal tie
-        menus.append(Menu(row, depth, toks, lps, bases, scorer.ranks(depth, toks)))
+        menus.append(Menu(row, depth, toks, lps, bases, ranks))
         for k, (tok, lp, blp) in enumerate(zip(toks, lps, bases)):
             heapq.heappush(heap, (-(cum + lp), tie, tok, depth, row, family, k, marg + blp))
             tie += 1
 
     vals, rtoks = scorer.root_children                 # depth 1: path-independent (scorer.children)
     rt = rtoks.tolist()
-    push(0, 1, 0.0, 0.0, rt, vals.tolist(), scorer.base_of(1, rtoks), _Family(root_state.view(1, -1), rtoks, rt))
+    push(0, 1, 0.0, 0.0, rt, vals.tolist(), scorer.base_of(1, rtoks), scorer.ranks(1, rt),
+         _Family(root_state.view(1, -1), rtoks, rt))
     while heap and len(tokens) - 1 < cfg.budget:
         neg, _, tok, depth, parent, family, k, marg = heapq.heappop(heap)
         row = len(tokens)
@@ -366,6 +377,6 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
         # the last node's children could never be used: skip the wasted expansion
         if depth < max_depth and len(tokens) - 1 < cfg.budget:
             state = _child_state(exp, family, k)
-            toks, lps, bases, toks_t = exp.menu(state, depth + 1)
-            push(row, depth + 1, -neg, marg, toks, lps, bases, _Family(state, toks_t, toks))
+            toks, lps, bases, ranks, toks_t = exp.menu(state, depth + 1)
+            push(row, depth + 1, -neg, marg, toks, lps, bases, ranks, _Family(state, toks_t, toks))
     return Built(Tree(tokens, parents, depths, scores, margs), menus)

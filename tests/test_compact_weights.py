@@ -1,0 +1,79 @@
+"""Compact drafter storage and the repository's size budget (issue 34).
+
+    .venv/bin/python -m pytest -q tests/test_compact_weights.py
+
+``model.safetensors.bp`` (``models/checkpoint.py``) stores a bf16 checkpoint in ~70 % of the
+bytes and expands to the original file byte for byte, so a compact checkpoint loads exactly.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from dominotree.bench.build import random_head
+from dominotree.models.checkpoint import (CheckpointError, compact_bytes, expand_bytes, load_drafter,
+                                          save_compact_drafter, save_drafter)
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tracked files must leave room in the GPU machine's 64 MiB transfer (tracked + carried files):
+# 51.1 MiB on 2026-12-04 after the drafters went compact (31.5 MiB of it); 45 MiB is the target once
+# results/ shrinks further or the drafters go 8-bit (a measured acceptance change).
+BUDGET_MIB = 52.0
+
+
+def _same(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) and sa[k].dtype == sb[k].dtype for k in sa)
+
+
+def test_compact_checkpoint_loads_exactly(tmp_path):
+    drafter, _ = random_head(hidden=64, vocab=600, gru=32, emb=16, seed=3)
+    save_drafter(drafter, tmp_path / "plain", dtype=torch.bfloat16)
+    save_compact_drafter(drafter, tmp_path / "compact")
+    assert not (tmp_path / "compact" / "model.safetensors").exists()
+    plain = (tmp_path / "plain" / "model.safetensors").read_bytes()
+    blob = (tmp_path / "compact" / "model.safetensors.bp").read_bytes()
+    assert expand_bytes(blob) == plain and len(blob) < len(plain)
+    assert _same(load_drafter(tmp_path / "plain"), load_drafter(tmp_path / "compact"))
+    assert _same(load_drafter(tmp_path / "plain", dtype=torch.bfloat16),
+                 load_drafter(tmp_path / "compact", dtype=torch.bfloat16))
+
+
+def test_compact_refuses_bad_input(tmp_path):
+    drafter, _ = random_head(hidden=32, vocab=100, gru=16, emb=8, seed=4)
+    save_drafter(drafter, tmp_path / "f32", dtype=torch.float32)
+    with pytest.raises(ValueError, match="2-byte tensors only"):
+        compact_bytes((tmp_path / "f32" / "model.safetensors").read_bytes())
+    save_compact_drafter(drafter, tmp_path / "c")
+    f = tmp_path / "c" / "model.safetensors.bp"
+    blob = bytearray(f.read_bytes())
+    blob[-5] ^= 0xFF                                  # a flipped byte in the compressed data
+    f.write_bytes(bytes(blob))
+    with pytest.raises(CheckpointError, match="cannot read model.safetensors.bp"):
+        load_drafter(tmp_path / "c")
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_shipped_drafters_are_compact(kind):
+    folder = ROOT / "assets" / "drafters" / f"smollm2-{kind}-b16"
+    blob = folder / "model.safetensors.bp"
+    if not blob.is_file():
+        pytest.skip("no shipped drafters")
+    tracked = subprocess.run(["git", "ls-files", str(folder)], cwd=ROOT, capture_output=True, text=True).stdout
+    if tracked:
+        assert "model.safetensors.bp" in tracked and "model.safetensors\n" not in tracked
+    plain = folder / "model.safetensors"                # a local plain copy (git-ignored) must match
+    if plain.is_file():
+        assert expand_bytes(blob.read_bytes()) == plain.read_bytes()
+
+
+def test_tracked_files_within_budget():
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if out.returncode:
+        pytest.skip("not a git checkout")
+    files = [ROOT / p for p in out.stdout.decode().split("\0") if p]
+    total = sum(f.stat().st_size for f in files if f.is_file()) / 2 ** 20
+    assert total <= BUDGET_MIB, f"tracked files {total:.1f} MiB > budget {BUDGET_MIB} MiB (GPU transfers hold 64 MiB)"
