@@ -78,7 +78,7 @@ def compact_bytes(data: bytes) -> bytes:
     if not dtypes <= {"BF16", "F16", "I16", "U16"} or len(body) % 2:
         raise ValueError(f"compact storage takes 2-byte tensors only, got {sorted(dtypes)}")
     planes = np.frombuffer(body, dtype=np.uint8).reshape(-1, 2)
-    hi, lo = (zlib.compress(planes[:, i].tobytes(), 9) for i in (1, 0))
+    hi, lo = (zlib.compress(planes[:, i].tobytes(), 6) for i in (1, 0))
     return b"".join([_MAGIC, hashlib.sha256(data).digest(), struct.pack("<QQQ", len(header), len(hi), len(lo)),
                      header, hi, lo])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from dominotree.models.checkpoint import load_drafter, save_drafter
+from dominotree.models.checkpoint import load_drafter, save_compact_drafter
 from dominotree.models.drafter import Drafter, DrafterConfig
 
 class Log:
@@ -62,7 +62,7 @@ def save_atomic(model: Drafter, folder: Path, extra: dict) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_drafter(model, tmp, dtype=torch.bfloat16, extra_config=extra)
+    save_compact_drafter(model, tmp, extra_config=extra)   # bf16, model.safetensors.bp (loads exactly)
     load_drafter(tmp)  # refuse to swap in a checkpoint that does not load
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():
