@@ -1,11 +1,20 @@
 """Shared fixtures. Tests run offline on the CPU: ``HF_HUB_OFFLINE=1`` and a private cache."""
 import os
 import tempfile
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("DOMINOTREE_CACHE", tempfile.mkdtemp(prefix="dominotree-test-cache-"))
+if "DOMINOTREE_CACHE" not in os.environ:
+    os.environ["DOMINOTREE_CACHE"] = tempfile.mkdtemp(prefix="dominotree-test-cache-")
+    # The C++ kernels' folder is named by a hash of their sources, flags and torch version
+    # (models/cpuext.py), so one build serves every test run on this machine: the private cache
+    # links kernels/ to a shared folder instead of compiling ~20 s per run. Everything else
+    # (the SmolLM2 conversion: once per run, datasets, calibrations) stays private to the run.
+    _kernels = Path(tempfile.gettempdir()) / f"dominotree-test-kernels-{os.getuid()}"
+    _kernels.mkdir(exist_ok=True)
+    (Path(os.environ["DOMINOTREE_CACHE"]) / "kernels").symlink_to(_kernels, target_is_directory=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -25,6 +34,20 @@ def tiny_pair():
 def tiny_decoder(tiny_pair):
     from dominotree.decode import Decoder
     return Decoder(tiny_pair)
+
+
+@pytest.fixture(scope="session")
+def smollm2_pair():
+    """``smollm2_pair(dtype, weights=None)``: the embedded pair on the CPU, loaded once per
+    (dtype, weights) for the whole run (slow tests only: loading quantizes and packs the target)."""
+    loaded = {}
+
+    def load(dtype: str = "float32", weights: str | None = None):
+        if (dtype, weights) not in loaded:
+            from dominotree.presets import load_pair
+            loaded[dtype, weights] = load_pair("smollm2", dtype=dtype, device="cpu", weights=weights)
+        return loaded[dtype, weights]
+    return load
 
 
 @pytest.fixture(scope="session")

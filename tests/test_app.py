@@ -399,6 +399,7 @@ def test_pane_says_which_draft_vocabulary_ran(tiny_decoder):
     assert vocab_html(tr) == ""
 
 
+@pytest.mark.slow   # a real calibration, ~9 s
 def test_calibrate_button_makes_auto_available(app, client, tiny_decoder, tmp_path, monkeypatch):
     """"Calibrate this machine" writes the verify-cost profile and the budget calibration at the
     default paths (relative to the working directory, as the CLI's), turns auto on with its

@@ -22,6 +22,7 @@ def _job(tiny_decoder) -> be.Job:
     return be.Job(tiny_decoder, PROMPT, CFG, threading.Event(), MODEL_LOCK, interval=lambda: 0.0).start()
 
 
+@pytest.mark.slow   # ~13 s
 def test_no_round_runs_while_the_page_draws(tiny_decoder):
     job = _job(tiny_decoder)
     held = []

@@ -22,6 +22,7 @@ def run(capsys, *args):
     return rc, out, err
 
 
+@pytest.mark.slow   # a fresh Python process, ~6 s
 def test_generate_json_subprocess(tmp_path):
     trace = tmp_path / "t.json"
     p = subprocess.run([sys.executable, "-m", "dominotree", "generate", "--preset", "random-tiny", "--method",

@@ -104,6 +104,7 @@ def test_sampled_requests_do_not_depend_on_batch_mates(tiny_llama):
         tiny_llama.to(torch.float32)
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 def test_smollm2_slots_equal_greedy_generate():
     """The real target in float32: three chat requests, two slots, equal to one-at-a-time greedy."""
     from dominotree.models.smollm2 import ensure_smollm2
@@ -146,6 +147,7 @@ def _committed_requests():
     return out
 
 
+@pytest.mark.slow   # reads all of assets/distill (~5 s)
 def test_training_requests_are_disjoint_from_evaluation_prompts():
     """Every request the plan can issue from templates, and every request in the committed data
     (self-written ones included), shares no 8-word n-gram with an evaluation prompt."""

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.slow   # drives a real browser (make test; make test-fast leaves it out)
+
 from test_e2e import CHROMIUM, FLAGS, set_number, sync_api  # noqa: F401  (skips without a browser)
 from test_app import PROMPT, close_served, served  # noqa: E402
 

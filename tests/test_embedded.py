@@ -24,12 +24,14 @@ def smol():
     return Decoder(load_pair(DEFAULT_PRESET, dtype="float32", device="cpu", weights="float32"))
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 def test_default_preset_is_the_embedded_pair(smol):
     assert DEFAULT_PRESET == "smollm2"
     assert set(smol.pair.drafters) == {"dflash", "domino"}
     assert smol.target.model.config.model_type == "llama" and smol.target.vocab_rows == 49152
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @pytest.mark.parametrize("kind", ["dflash", "domino"])
 def test_shipped_checkpoints_pass_release_format_checks(smol, kind):
     folder = ASSETS / "drafters" / f"smollm2-{kind}-b16"
@@ -52,6 +54,7 @@ def test_shipped_weights_fit_the_size_budget():
     assert size <= 60 * 10**6, size     # both drafters together, bf16
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_every_method_equals_ar_in_float32(smol, prompt):
     ar = smol.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).token_ids
@@ -64,6 +67,7 @@ def test_every_method_equals_ar_in_float32(smol, prompt):
     assert max(taus.values()) > 1.25, taus
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 def test_domino_base_top_m_holds_the_corrected_choice(smol):
     """DominoTree re-scores only the Top-64 *base* candidates of each depth. With the released
     curriculum (base-loss weight -> 0) our small drafter's base drifted until the corrected

