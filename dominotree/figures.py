@@ -523,3 +523,35 @@ def summary_table(traces: dict[str, DecodeTrace]) -> pd.DataFrame:
         rows.append(row)
     cols = ["method", "rounds", "new tokens", "tau", "tokens/s", "speedup vs ar"] + [f"{s} ms" for s in STAGES]
     return pd.DataFrame(rows, columns=cols)
+
+
+def rebuilt_figure(rt: RoundTrace, rebuilt: RoundTrace, token_text: dict | None, caption: str = "",
+                   vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1]) -> go.Figure:
+    """The tree that ran beside the same round rebuilt under other settings (rebuild.py), each
+    coloured by its own scores; nodes whose root path is in only one of the two trees get a
+    magenta ring. The rebuilt tree's red path is its exact T = 0 accepted path (none at T > 0)."""
+    scene_a = round_scene(rt, token_text, "conditional", vmin=vmin, vmax=vmax)
+    scene_r = round_scene(rebuilt, token_text, "conditional", vmin=vmin, vmax=vmax)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=(
+        f"ran: {_esc(rt.method)}, {rt.tree.num_nodes} nodes, accepted {len(rt.accepted) - 1}",
+        f"rebuilt: {_esc(rebuilt.method)}, {rebuilt.tree.num_nodes} nodes"))
+    keys_a, keys_r = _path_keys(rt.tree), _path_keys(rebuilt.tree)
+    for col, (r, scene, keys, other, label) in enumerate(
+            [(rt, scene_a, keys_a, set(keys_r), "ran"), (rebuilt, scene_r, keys_r, set(keys_a), "rebuilt")], 1):
+        for tr in _tree_traces(r, scene, token_text, r.tree, name=label, showlegend=col == 1, label_len=5):
+            fig.add_trace(tr, row=1, col=col)
+        only = [nd for nd in scene if not nd.bonus and keys[nd.row] not in other]
+        fig.add_trace(go.Scatter(
+            x=[nd.depth for nd in only], y=[-nd.x for nd in only], mode="markers",
+            name=f"only in the tree that {'ran' if col == 1 else 'was rebuilt'}", hoverinfo="skip",
+            marker=dict(size=22, symbol="circle-open", color=ONLY_COLOR, line=dict(width=2))), row=1, col=col)
+        fig.update_xaxes(title_text="depth", dtick=1, zeroline=False, row=1, col=col)
+        fig.update_yaxes(visible=False, zeroline=False, row=1, col=col)
+    fig.add_trace(_colorbar_trace("cumulative<br>log-prob", vmin, vmax))
+    fig.update_layout(
+        title=dict(text=f"Round {rt.round + 1}: the tree that ran vs rebuilt from the same drafts"
+                        + (f"<br><sup>{_esc(caption)}</sup>" if caption else "")),
+        template="plotly_white", font=_FONT, height=max(_tree_height(scene_a), _tree_height(scene_r)),
+        hovermode="closest", legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, x=0.0),
+        margin=dict(l=20, r=20, t=110, b=90), uirevision=f"rebuild-{rt.method}")
+    return fig

@@ -223,6 +223,21 @@ def trace_config(trace: DecodeTrace, rt: RoundTrace) -> DecodeConfig:
 
 # --- the rebuild -----------------------------------------------------------------------------------
 
+class _Clock:
+    """What ``Decoder.build`` times its stage with (a rebuild's time is measured around it)."""
+
+    def __init__(self):
+        self.ms = {"build": 0.0}
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def lap(self, stage: str, t0: float) -> float:
+        t1 = time.perf_counter()
+        self.ms[stage] = self.ms.get(stage, 0.0) + (t1 - t0) * 1e3
+        return t1
+
+
 @dataclass
 class Rebuilt:
     """A rebuilt round: ``round`` is drawable like any RoundTrace (its accepted path and bonus are
@@ -310,7 +325,6 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
     Run it where the model's torch work runs (the explorer's model thread)."""
     from .builders import get_builder
     from .config import default_builder
-    from .decode import METHOD_TABLE, _Clock
     t0 = time.perf_counter()
     if not 0 <= i < len(trace.rounds):
         raise RebuildError(f"no round {i + 1} in this run ({len(trace.rounds)} rounds)")
@@ -319,8 +333,6 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
     method = method_for(rt.method, settings.scorer)
     kept = _kept(decoder, trace, rt)
     block, cfg = kept.block, kept.cfg
-    if METHOD_TABLE[method].stop == "cost" and decoder.cost_model is None:
-        raise RebuildError(f"{method} needs this machine's verify-cost model (python -m dominotree profile-cost)")
     drafter = decoder.pair.drafter_for(method)
     notes = []
     n = settings.draft_vocab
@@ -335,6 +347,10 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
     except ConfigError as e:
         raise RebuildError(str(e)) from None
     new_cfg = replace(cfg, method=method, tree=tree_cfg, draft_vocab=n, ab_builder=None)
+    try:
+        decoder.check([block.root], new_cfg)     # the drafter, the draft vocabulary, a cost model where needed
+    except ConfigError as e:
+        raise RebuildError(str(e)) from None
     limit = min(settings.budget, drafter.cfg.block_size if drafter is not None else settings.budget)
     if block.depth < limit:
         notes.append(f"this round drafted {block.depth} depths (its budget was {cfg.tree.budget}), so the rebuilt "
@@ -344,7 +360,7 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
                      "could differ slightly")
     builder = get_builder(cfg.builder or default_builder(decoder.target.device))
     built, _, _ = decoder.build(cfg=new_cfg, drafter=drafter, block=block, root=block.root, start=rt.start,
-                                builder=builder, ab=None, clock=_Clock(decoder.target.device), vocab=vocab)
+                                builder=builder, ab=None, clock=_Clock(), vocab=vocab)
     tree = built.tree
     only_r, only_a = tree_diff(rt.tree, tree)
     greedy = rt.temperature < 1e-5
