@@ -1,111 +1,128 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 5): CUDA builder tests + bench-build on CUDA, results as JSON in $OUT.
+# The prepared GPU check (issue 34): one command, under 9 minutes, every step's result in $OUT as
+# soon as the step ends (a timeout loses only the step it cut).
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh            # on the GPU machine (python3 from PATH)
-#   OUT=/tmp/gc bash scripts/gpu_check.sh --cpu-only   # the CPU-side plumbing, anywhere
+#   OUT=/some/dir bash scripts/gpu_check.sh              # on the GPU machine (python3 from PATH)
+#   OUT=/tmp/gc bash scripts/gpu_check.sh --cpu-only     # the same plumbing on the CPU, small shapes
 #
-# For one NVIDIA GPU, no network, a Python with torch + transformers (no gradio, no installs).
-# Writes to $OUT (default results/gpu): cuda_tests.xml / cuda_tests.log (pytest junit, or the
-# fallback runner's log when pytest is missing), bench_build_cuda.json / .log, env.txt,
-# fast_tests.log (the fast target forward's tests), fast_curve.json / .log (per-forward cost,
-# fast vs transformers forward, Qwen3-4B shapes, random weights), and gpu_check.json (the
-# summary). Finishes within 10 minutes: tests <= 300 s, bench <= 150 s, fast tests <= 120 s,
-# curve <= 90 s, serving adapter tests <= 90 s (serving_tests.log: issue 32, docs/serving.md).
+# For one NVIDIA GPU, no network, its own Python with torch + transformers (no gradio, no installs
+# beyond the carried wheels). Steps and their time limits (seconds; 535 in all, under the 540 s
+# budget; each limit shrinks to what is left of the budget):
+#   0 env        15  env.txt: Python, torch, CUDA, transformers, GPU, nvidia-smi
+#   1 wheels     30  wheels/*.whl (pinned transformers/tokenizers, if carried) into a temporary
+#                    --target folder, used only if they import; env.txt says which ran
+#   2 tests     170  tests/test_cuda.py (-m cuda): graphs captured and replayed == reference
+#   3 bench     110  bench-build, embedded + Qwen3-4B head shapes, random weights: bench_build.json
+#   4 curve      80  scripts/gpu_curve.py, fast vs transformers forward, Qwen3-4B shapes: fast_curve.json
+#   5 decode    130  scripts/gpu_decode.py: random-tiny and the embedded drafters, every method at T = 0
+#                    against ar, tie-aware, graph capture required: decode.json
+# Files in $OUT (7): env.txt, steps.log (every step's output), cuda_tests.xml, bench_build.json,
+# fast_curve.json, decode.json, gpu_check.json (the summary, rewritten after every step).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-results/gpu}"
 PY="${PYTHON:-python3}"
 CPU_ONLY=0
 [ "${1:-}" = "--cpu-only" ] && CPU_ONLY=1
+BUDGET=535
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1
 export DOMINOTREE_CACHE="${DOMINOTREE_CACHE:-$(mktemp -d)}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+: > "$OUT/steps.log"
+STEPS=""
 
-{ date -u; "$PY" -c 'import sys, torch, transformers; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); print("transformers", transformers.__version__); print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no gpu")'; nvidia-smi 2>/dev/null || true; } > "$OUT/env.txt" 2>&1
+# run NAME LIMIT CMD...: the step under min(LIMIT, what is left of BUDGET), its output appended to
+# steps.log, its exit status and seconds recorded, then the summary rewritten
+run() {
+  local name=$1 limit=$2; shift 2
+  local left=$((BUDGET - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
+  local t0=$SECONDS rc
+  if [ "$limit" -lt 5 ]; then
+    echo "=== $name: skipped, the time budget is spent" >> "$OUT/steps.log"; rc=124
+  else
+    echo "=== $name (limit ${limit}s): $*" >> "$OUT/steps.log"
+    timeout -k 3 "$limit" "$@" >> "$OUT/steps.log" 2>&1; rc=$?
+  fi
+  echo "=== $name: rc=$rc in $((SECONDS - t0))s" >> "$OUT/steps.log"
+  STEPS="$STEPS $name:$rc:$((SECONDS - t0))"
+  LAST_RC=$rc
+  summarize
+}
 
-# 1. the cuda-marked tests (pytest.ini deselects them by default: -m cuda selects them)
-if "$PY" -c 'import pytest' 2>/dev/null; then
-  RUNNER=pytest
-  timeout 300 "$PY" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider \
-      --junitxml "$OUT/cuda_tests.xml" > "$OUT/cuda_tests.log" 2>&1
-  RC_TESTS=$?
-else
-  RUNNER=fallback
-  timeout 300 "$PY" tests/test_cuda.py > "$OUT/cuda_tests.log" 2>&1
-  RC_TESTS=$?
-fi
-
-# 2. bench-build (CUDA; with --cpu-only a 3-round CPU run that exercises the same plumbing)
-if [ "$CPU_ONLY" = 1 ]; then
-  BENCH_ARGS=(--device cpu --rounds 3 --warmup 1 --shapes embedded)
-  BENCH_JSON="$OUT/bench_build_cpu.json"
-else
-  BENCH_ARGS=(--device cuda --rounds 50 --warmup 5)
-  BENCH_JSON="$OUT/bench_build_cuda.json"
-fi
-timeout 150 "$PY" -m dominotree bench-build "${BENCH_ARGS[@]}" --json-out "$BENCH_JSON" \
-    > "${BENCH_JSON%.json}.log" 2>&1
-RC_BENCH=$?
-
-# 3. the fast target forward: its tests (CPU; int4 cases skip where torch lacks the CPU int4
-#    ops) and the cost curve at Qwen3-4B shapes (CUDA; with --cpu-only tiny shapes on the CPU)
-if [ "$RUNNER" = pytest ]; then
-  timeout 120 "$PY" -m pytest -q tests/test_fast.py -p no:cacheprovider > "$OUT/fast_tests.log" 2>&1
-  RC_FAST=$?
-else
-  echo "pytest missing: fast-path tests not run" > "$OUT/fast_tests.log"
-  RC_FAST=0
-fi
-if [ "$CPU_ONLY" = 1 ]; then CURVE_ARGS=(--tiny --device cpu --reps 3); else CURVE_ARGS=(--device cuda); fi
-timeout 90 "$PY" scripts/gpu_curve.py "${CURVE_ARGS[@]}" --json-out "$OUT/fast_curve.json" > "$OUT/fast_curve.log" 2>&1
-RC_CURVE=$?
-
-# 3b. the serving adapter (docs/serving.md): its CPU tests, the adapter's mask in a CUDA target forward
-#     (== verify_tree), and SGLang's own verify_tree_greedy kernel on the adapter's arrays (skips
-#     without sgl_kernel)
-if [ "$RUNNER" = pytest ]; then
-  timeout 90 "$PY" -m pytest -q -m "cuda or not cuda" -rs tests/test_serving.py -p no:cacheprovider \
-      > "$OUT/serving_tests.log" 2>&1
-  RC_SERVING=$?
-else
-  echo "pytest missing: serving tests not run" > "$OUT/serving_tests.log"
-  RC_SERVING=0
-fi
-export RC_SERVING
-
-# 4. the summary
-"$PY" - "$OUT" "$RUNNER" "$RC_TESTS" "$BENCH_JSON" "$RC_BENCH" "$CPU_ONLY" "$RC_FAST" "$RC_CURVE" <<'EOF'
-import json, os, re, sys
+summarize() {
+  "$PY" - "$OUT" "$CPU_ONLY" $STEPS <<'EOF'
+import json, os, sys
 import xml.etree.ElementTree as ET
-out, runner, rc_tests, bench_json, rc_bench, cpu_only, rc_fast, rc_curve = sys.argv[1:]
-tests = {"runner": runner, "rc": int(rc_tests)}
+out, cpu_only, steps = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+def js(name):
+    p = os.path.join(out, name)
+    try:
+        return json.loads(open(p).read().strip().splitlines()[-1]) if name != "decode.json" else json.load(open(p))
+    except Exception:
+        return None
+s = {"cpu_only": cpu_only, "steps": {}}
+for item in steps:
+    name, rc, sec = item.split(":")
+    s["steps"][name] = {"rc": int(rc), "s": int(sec), "timed_out": rc in ("124", "137")}
 xml = os.path.join(out, "cuda_tests.xml")
-if runner == "pytest" and os.path.isfile(xml):
+if os.path.isfile(xml):
     root = ET.parse(xml).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
-    for k in ("tests", "failures", "errors", "skipped"):
-        tests[k] = int(suite.get(k, 0))
-    tests["cases"] = [{"name": c.get("name"),
-                       "status": "failed" if c.find("failure") is not None or c.find("error") is not None
-                       else "skipped" if c.find("skipped") is not None else "passed"}
-                      for c in suite.iter("testcase")]
-else:
-    log = open(os.path.join(out, "cuda_tests.log"), errors="replace").read()
-    tests["cases"] = [{"name": m.group(2), "status": "passed" if m.group(1) == "PASS" else "failed"}
-                      for m in re.finditer(r"^(PASS|FAIL) (\S+)", log, re.M)]
-bench = None
-if os.path.isfile(bench_json):
-    bench = json.loads(open(bench_json).read().strip().splitlines()[-1])
-curve_json = os.path.join(out, "fast_curve.json")
-curve = json.loads(open(curve_json).read().strip().splitlines()[-1]) if os.path.isfile(curve_json) else None
-summary = {"cpu_only": cpu_only == "1", "tests": tests, "bench_rc": int(rc_bench), "bench": bench,
-           "fast_tests_rc": int(rc_fast), "fast_curve_rc": int(rc_curve), "fast_curve": curve,
-           "serving_tests_rc": int(os.environ.get("RC_SERVING", 0)),
-           "ok": int(rc_tests) == 0 and int(rc_bench) == 0 and int(rc_fast) == 0 and int(rc_curve) == 0
-           and int(os.environ.get("RC_SERVING", 0)) == 0}
-with open(os.path.join(out, "gpu_check.json"), "w") as f:
-    json.dump(summary, f, indent=1)
-print(json.dumps({k: summary[k] for k in ("ok", "bench_rc", "fast_tests_rc", "fast_curve_rc")} | {"tests_rc": int(rc_tests)}))
+    s["tests"] = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    s["tests"]["failed"] = [c.get("name") for c in suite.iter("testcase")
+                            if c.find("failure") is not None or c.find("error") is not None]
+b = js("bench_build.json")
+if b:
+    s["bench"] = {n: {k: r.get(k) for k in ("python_ms", "graph_ms", "frontier_ms", "ddtree_ms", "identical", "capture")}
+                  for n, r in b.get("shapes", {}).items()}
+c = js("fast_curve.json")
+if c:
+    s["curve"] = {"ms": c.get("ms"), "max_logit_diff": c.get("max_logit_diff")}
+d = js("decode.json")
+if d:
+    s["decode"] = {"ok": d.get("ok"), "bad": [f"{n}:{r['method']}/{r.get('builder')}:{r['verdict']}"
+                                              for n, p in d.get("pairs", {}).items() for r in p.get("runs", [])
+                                              if r["verdict"] not in ("equal", "tie")]
+                   + [f"{n}: {p['error']}" for n, p in d.get("pairs", {}).items() if "error" in p],
+                   "ties": sum(r["verdict"] == "tie" for p in d.get("pairs", {}).values() for r in p.get("runs", []))}
+s["ok"] = bool(s["steps"]) and all(v["rc"] == 0 for v in s["steps"].values())
+open(os.path.join(out, "gpu_check.json"), "w").write(json.dumps(s, indent=1) + "\n")
 EOF
-[ "$RC_TESTS" = 0 ] && [ "$RC_BENCH" = 0 ] && [ "$RC_FAST" = 0 ] && [ "$RC_CURVE" = 0 ] && [ "$RC_SERVING" = 0 ]
+}
+
+# 0. environment
+run env 15 "$PY" -c 'import sys, torch, transformers, tokenizers; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); print("transformers", transformers.__version__, "tokenizers", tokenizers.__version__); print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no gpu")'
+{ date -u; sed -n '/^=== env (/,/^=== env:/p' "$OUT/steps.log"; nvidia-smi 2>/dev/null || echo "no nvidia-smi"; } > "$OUT/env.txt"
+
+# 1. the carried wheels (scripts/fetch_wheels.sh), never the system's packages
+if ls wheels/*.whl > /dev/null 2>&1 && [ "$CPU_ONLY" = 0 ]; then
+  SITE="$(mktemp -d)"
+  run wheels 30 bash -c "'$PY' -m pip install --no-deps --no-index --no-compile --quiet --target '$SITE' wheels/*.whl && PYTHONPATH='$SITE' '$PY' -c 'import transformers, tokenizers; from transformers import Qwen3ForCausalLM, LlamaForCausalLM; print(\"wheels:\", transformers.__version__, tokenizers.__version__)'"
+  if [ "$LAST_RC" = 0 ]; then
+    export PYTHONPATH="$SITE:$PYTHONPATH"; echo "using the carried wheels: $(ls wheels)" >> "$OUT/env.txt"
+  else
+    echo "carried wheels did not install or import: using the machine's transformers (steps.log)" >> "$OUT/env.txt"
+  fi
+else
+  echo "no wheels carried (or --cpu-only): the machine's transformers" >> "$OUT/env.txt"
+fi
+
+# 2. the cuda-marked tests (pytest.ini deselects them by default; -m cuda selects them)
+if "$PY" -c 'import pytest' 2>/dev/null; then
+  run tests 170 "$PY" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider --junitxml "$OUT/cuda_tests.xml"
+else
+  run tests 170 "$PY" tests/test_cuda.py
+fi
+
+if [ "$CPU_ONLY" = 1 ]; then
+  run bench 110 "$PY" -m dominotree bench-build --device cpu --rounds 3 --warmup 1 --shapes embedded --json-out "$OUT/bench_build.json"
+  run curve 80 "$PY" scripts/gpu_curve.py --tiny --device cpu --reps 3 --json-out "$OUT/fast_curve.json"
+  run decode 130 "$PY" scripts/gpu_decode.py --device cpu --quick --pairs random-tiny --json-out "$OUT/decode.json"
+else
+  run bench 110 "$PY" -m dominotree bench-build --device cuda --rounds 30 --warmup 5 --shapes embedded,qwen3-4b --json-out "$OUT/bench_build.json"
+  run curve 80 "$PY" scripts/gpu_curve.py --device cuda --json-out "$OUT/fast_curve.json"
+  run decode 130 "$PY" scripts/gpu_decode.py --device cuda --json-out "$OUT/decode.json"
+fi
+echo "gpu_check: $(cat "$OUT/gpu_check.json" | tr -d '\n ' | cut -c1-400)"
+"$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT/gpu_check.json"

@@ -8,7 +8,11 @@ Imports only torch, transformers and dominotree (no gradio): the GPU machine has
 - Levels A/B: the graph and frontier builders, with their CUDA graphs really captured and
   replayed over several rounds (static buffers reused), give the reference's trees and menus
   exactly, in float32 and bfloat16.
-- Level C: decoding with each builder equals ``ar`` in float32 on random-tiny.
+- Level C: decoding with each builder (and ``condstatic``, whose scorer once indexed a CUDA tensor
+  with a CPU one) equals ``ar`` in float32 on random-tiny, up to rounding ties: CUDA has no
+  row-invariant kernels, so where the outputs first differ the target's logit gap must be within
+  ``ties.ROUNDING_GAP`` with the method's token ranked first or second (``scripts/gpu_decode.py``
+  does the same for every method and the embedded drafters).
 """
 from __future__ import annotations
 
@@ -63,25 +67,39 @@ def _check(name: str, hidden: int, vocab: int, gru: int, emb: int, dtype, rounds
         assert frontier_mod.program_for(sc, budget).captured, "frontier builder fell back to eager mode"
 
 
+def _equal_or_tie(dec, prompt_ids, ar, got, label) -> None:
+    """``got == ar``, or a rounding tie at the first difference (see the module docstring)."""
+    from dominotree.ties import ROUNDING_GAP, gap_at
+    if got == ar:
+        return
+    k = next((i for i, (a, b) in enumerate(zip(ar, got)) if a != b), None)
+    assert k is not None, (label, "lengths differ", len(got), len(ar))
+    gap, rank = gap_at(dec, prompt_ids + ar[:k], ar[k], got[k])
+    assert abs(gap) <= ROUNDING_GAP and rank <= 1, (label, "a real difference", k, gap, rank)
+
+
 def _decode_equals_ar(name: str) -> None:
     from dominotree.config import DecodeConfig
     from dominotree.decode import Decoder
     from dominotree.presets import load_pair
     dec = Decoder(load_pair("random-tiny", dtype="float32", device="cuda"))
-    prompt = "Count: one two three"
+    prompt = dec.encode_prompt("Count: one two three")
     ar = dec.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24, stop_at_eos=False)).token_ids
-    tr = dec.generate(prompt, DecodeConfig(method="dominotree", builder=name, max_new_tokens=24,
-                                           stop_at_eos=False))
-    assert tr.token_ids == ar, (name, tr.token_ids, ar)
-    ab = dec.generate(prompt, DecodeConfig(method="dominotree", builder="python", ab_builder=name,
-                                           max_new_tokens=12, stop_at_eos=False))
-    assert all(r.build_ab["identical"] for r in ab.rounds), name
+    method, builder = ("condstatic", None) if name == "condstatic" else ("dominotree", name)
+    tr = dec.generate(prompt, DecodeConfig(method=method, builder=builder, max_new_tokens=24, stop_at_eos=False))
+    _equal_or_tie(dec, prompt, ar, tr.token_ids, name)
+    if name in ("graph", "frontier"):
+        assert {r.extra["capture"]["mode"] for r in tr.rounds} == {"captured"}, [r.extra["capture"] for r in tr.rounds][:1]
+        ab = dec.generate(prompt, DecodeConfig(method="dominotree", builder="python", ab_builder=name,
+                                               max_new_tokens=12, stop_at_eos=False))
+        assert all(r.build_ab["identical"] for r in ab.rounds), name
 
 
 CASES = [(f"identity[{n}-{h}-{str(dt).replace('torch.', '')}]", _check, (n, h, v, g, e, dt))
          for n in ("graph", "frontier") for (h, v, g, e, dt) in SHAPES]
 CASES += [(f"identity_eager_fallback[{n}]", None, (n,)) for n in ("graph", "frontier")]
-CASES += [(f"decode_equals_ar[{n}]", _decode_equals_ar, (n,)) for n in ("python", "graph", "frontier")]
+DECODES = ("python", "graph", "frontier", "condstatic")
+CASES += [(f"decode_equals_ar[{n}]", _decode_equals_ar, (n,)) for n in DECODES]
 
 
 def _eager_fallback(name: str) -> None:
@@ -122,7 +140,7 @@ if pytest is not None:
     def test_identity_eager_fallback(name):
         _eager_fallback(name)
 
-    @pytest.mark.parametrize("name", ["python", "graph", "frontier"])
+    @pytest.mark.parametrize("name", DECODES)
     def test_decode_equals_ar(name):
         _decode_equals_ar(name)
 
