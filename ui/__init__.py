@@ -14,9 +14,11 @@ from dominotree.trace import MAX_TRACE_BYTES
 
 from .backend import Backend
 from .controls import build_controls
+from .costpanel import build_cost_panel
 from .events import PAGE_JS, WATCHDOG_S, status_html, wire
 from .files import build_exports, build_import
 from .panes import build_panes
+from .rebuild_view import build_rebuild
 from .round_view import build_round_details, build_round_view, build_topm, build_whatif
 from .summary import build_summary, build_timing
 
@@ -39,6 +41,8 @@ def launch_kwargs() -> dict:
 
 def build_app(backend: Backend | None = None) -> gr.Blocks:
     backend = backend or Backend()
+    from dominotree.rebuild import STORE
+    STORE.enable()                    # live rounds keep their draft blocks for rebuilds (bounded)
     with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
         c: dict = {"traces": gr.State({}), "playing": gr.State(False), "watchdog": gr.Timer(WATCHDOG_S)}
@@ -51,11 +55,13 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
                 c.update(build_panes())
                 c.update(build_round_view())
                 c.update(build_whatif())
+                c.update(build_rebuild())
                 c.update(build_exports())
                 c.update(build_round_details())
                 c.update(build_timing())
                 c.update(build_topm())
                 c.update(build_summary())
+                c.update(build_cost_panel())
         # clicked by the page's script when it has drawn a streamed update (events.PAGE_JS)
         c["drawn"] = gr.Button("drawn", elem_id="drawn", elem_classes=["dt-offscreen"])
         wire(backend, c, demo)

@@ -17,6 +17,8 @@ from . import calibrate as calibrate_ui
 from .controls import auto_budgets, auto_control, check_request, decode_config, model_choice
 from .files import read_traces, write_comparison, write_round
 from .panes import auto_html, render_panes, tie_html, vocab_html
+from .costpanel import render_cost
+from .rebuild_view import own_controls, render_rebuild
 from .round_view import autoplay_step, pick, render_round, render_whatif
 from .summary import empty_table, render_summary, render_timing
 
@@ -342,11 +344,28 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         return [gr.Button(interactive=False), status_html("Waiting for the model (a run or a calibration may "
                                                           "hold it)…")] + [gr.update(interactive=False)] * len(exports_out)
 
+    # --- rebuild and cost panel (CPU work on the model thread, never while a run holds the model) -------
+    rebuild_in = [traces_state, c["focus"], c["round"], *(c[f"rebuild_{k}"] for k in ("topm", "k", "budget", "scorer",
+                                                                                     "vocab"))]
+    rebuild_args = dict(fn=lambda *a: render_rebuild(backend, *a), inputs=rebuild_in,
+                        outputs=[c["rebuild_caption"], c["rebuild_tree"]], api_name="rebuild",
+                        trigger_mode="always_last", concurrency_id="rebuild", concurrency_limit=1,
+                        show_progress="hidden")
+    cost_args = dict(fn=lambda traces: render_cost(backend, traces), inputs=[traces_state],
+                     outputs=[c["cost_text"], c["cost_plot"]], api_name="cost_panel", concurrency_id="rebuild",
+                     concurrency_limit=1, show_progress="hidden")
+    own_args = dict(fn=own_controls, inputs=[traces_state, c["focus"], c["round"]],
+                    outputs=[c[f"rebuild_{k}"] for k in ("topm", "k", "budget", "scorer", "vocab")],
+                    api_visibility="private", queue=False, show_progress="hidden")
+    private_rebuild = {**rebuild_args, "api_name": None, "api_visibility": "private"}
+    gr.on([c["round"].input, c["focus"].input, *(c[f"rebuild_{k}"].input for k in ("topm", "k", "budget", "scorer",
+                                                                                   "vocab"))], **rebuild_args)
+
     c["run"].click(start_run, None, [c["run"], c["status"], *exports_out], api_visibility="private", queue=False) \
         .then(run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
               show_progress="hidden", show_progress_on=c["run"]) \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
-        .then(**export_args)
+        .then(**export_args).then(**own_args).then(**private_rebuild).then(**cost_args)
     c["stop"].click(stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
 
     def drawn(request: gr.Request):
@@ -380,7 +399,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["speed"].change(set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)
     c["import_trace"].upload(import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
                              api_name="import_trace", concurrency_id="render", concurrency_limit=4,
-                             show_progress="hidden", show_progress_on=c["import_trace"]).then(**export_args)
+                             show_progress="hidden", show_progress_on=c["import_trace"]).then(**export_args) \
+        .then(**own_args).then(**private_rebuild) \
+        .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
 
     gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
           [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",
