@@ -383,3 +383,21 @@ def trace_json(trace: DecodeTrace, path=None) -> str:
     """The whole run as versioned JSON: exactly ``DecodeTrace.to_json`` (replayable with
     ``trace.load_trace``)."""
     return trace.to_json(path)
+
+
+def side_by_side_svg(left: str, right: str, title: str, gap: float = 24) -> str:
+    """Two standalone SVGs (``round_svg`` outputs) in one, left and right, under ``title``: the
+    tree that ran beside a rebuilt one (``rebuild.py``)."""
+    wl, hl = _svg_size(left)
+    wr, hr = _svg_size(right)
+    top = 34
+    width, height = wl + gap + wr, top + max(hl, hr)
+
+    def inner(svg: str, x: float) -> str:
+        body = svg.split("\n", 1)[1] if svg.startswith("<?xml") else svg
+        return body.replace("<svg ", f'<svg x="{_fmt(x)}" y="{top}" ', 1)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_fmt(width)}" height="{_fmt(height)}" '
+            f'viewBox="0 0 {_fmt(width)} {_fmt(height)}" font-family="{_xa(_SANS)}">\n'
+            f'<rect width="100%" height="100%" fill="#ffffff"/>\n'
+            f'<text x="16" y="22" font-size="15" font-weight="bold">{_xml_escape(title)}</text>\n'
+            + inner(left, 0) + inner(right, wl + gap) + "</svg>\n")

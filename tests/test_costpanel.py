@@ -87,3 +87,19 @@ def test_cached_curve_measures_once(tiny_pair, tmp_path, monkeypatch):
     assert cc.cache_path(tiny_pair).is_file()
     monkeypatch.setattr(cc, "measure", lambda *a, **k: pytest.fail("measured twice"))
     assert cc.cached_curve(tiny_pair).ms == got.ms
+
+
+def test_cost_panel_exports():
+    import xml.etree.ElementTree as ET
+    from dominotree.costexport import cost_svg, cost_tikz
+    ar = make_trace("ar", [({"verify": 9.0, "commit": 1.0}, 0, 0)] * 4, 0.04, 4)
+    dt = make_trace("dominotree", [({"draft": 5.0, "build": 5.0, "verify": 18.0, "commit": 2.0}, 16, 1)] * 3, 0.09, 6)
+    dt.method = "<b>&x"                       # untrusted names are escaped
+    panel = cp.cost_panel({"ar": ar, "x": dt}, curve(), cc.paper_gpu())
+    svg = cost_svg(panel)
+    root = ET.fromstring(svg)
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "break-even tau" in texts and "Projection, not a measurement" in texts and "<b>&x" in texts
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}line")) == 6      # 3 speedup lines x 2 charts
+    tex = cost_tikz(panel)
+    assert tex.startswith("\\documentclass") and "\\&x" in tex and "<b>" not in tex

@@ -112,6 +112,7 @@ def test_rebuild_and_cost_panel(page, tiny_decoder):
     assert got["nodes"] == "4" and int(got["accepted"]) == want.accepted
     assert "budget 16 → 4" in got["text"]
 
+    page.wait_for_selector("#rebuild-export-svg:not([disabled]), #rebuild-export-svg button:not([disabled])")
     page.wait_for_function("() => (document.querySelector('#cost-panel')?.textContent || '').includes('break-even')")
     text = page.inner_text("#cost-panel")
     from dominotree.costcurve import cpu_name

@@ -197,3 +197,16 @@ def test_store_is_bounded_and_off_by_default(decoder, store):
     keys = [rt.extra["draft_key"] for rt in trace.rounds]
     assert len(keys) >= 2
     assert store.get(keys[-1]) is not None and store.get(keys[0]) is None
+
+
+def test_side_by_side_export(decoder):
+    import xml.etree.ElementTree as ET
+    from dominotree import export
+    trace = run(decoder, "dominotree", max_new=8)
+    got = rb.rebuild(decoder, trace, 0, rb.Settings("marginal", 64, 8, 4))
+    svg = export.side_by_side_svg(export.round_svg(trace.rounds[0], None), export.round_svg(got.round, None), "a & b")
+    root = ET.fromstring(svg)
+    inner = root.findall("{http://www.w3.org/2000/svg}svg")
+    assert len(inner) == 2 and float(inner[1].get("x")) > 0
+    assert len(inner[1].findall(".//{http://www.w3.org/2000/svg}g[@class='node']")) + \
+        len(inner[1].findall(".//{http://www.w3.org/2000/svg}g[@class='node accepted']")) == 5

@@ -86,14 +86,19 @@ def make_panel(backend: be.Backend, traces: dict):
     return costpanel.cost_panel(traces, curve, costcurve.projection()), None
 
 
-def render_cost(backend: be.Backend, traces: dict) -> list:
+def render_cost(backend: be.Backend, traces: dict, folder=None) -> list:
+    """Outputs for [panel text, panel plot, SVG, PDF, PNG, TikZ downloads]."""
+    from dominotree.costexport import cost_svg, cost_tikz
+    from .rebuild_view import NO_FILES, write_files
     try:
         panel, msg = make_panel(backend, traces)
     except Exception as e:  # noqa: BLE001 - the panel explains; a failed measurement must not break the page
-        return [f'<div class="dt-cost-panel">The cost curve could not be measured: {html.escape(str(e))}</div>', None]
+        return [f'<div class="dt-cost-panel">The cost curve could not be measured: {html.escape(str(e))}</div>', None,
+                *NO_FILES]
     if panel is None:
-        return [msg, None]
-    return [panel_html(panel), cost_figure(panel)]
+        return [msg, None, *NO_FILES]
+    files = write_files(folder, "dominotree-cost-panel", cost_svg(panel), cost_tikz(panel)) if folder else NO_FILES
+    return [panel_html(panel), cost_figure(panel), *files]
 
 
 def build_cost_panel() -> dict:
@@ -101,4 +106,6 @@ def build_cost_panel() -> dict:
         with gr.Column(elem_id="cost-panel"):
             text = gr.HTML(EMPTY, elem_id="cost-text", show_label=False)
             plot = gr.Plot(label="Cost of a round, here and projected", elem_id="cost-plot")
-    return dict(cost_text=text, cost_plot=plot)
+        from .rebuild_view import export_buttons
+        files = export_buttons("cost", "Download the cost panel")
+    return dict(cost_text=text, cost_plot=plot, **files)

@@ -347,12 +347,22 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     # --- rebuild and cost panel (CPU work on the model thread, never while a run holds the model) -------
     rebuild_in = [traces_state, c["focus"], c["round"], *(c[f"rebuild_{k}"] for k in ("topm", "k", "budget", "scorer",
                                                                                      "vocab"))]
-    rebuild_args = dict(fn=lambda *a: render_rebuild(backend, *a), inputs=rebuild_in,
-                        outputs=[c["rebuild_caption"], c["rebuild_tree"]], api_name="rebuild",
+    def rebuild_view(traces, focus, idx, topm, k, budget, scorer, vocab, request: gr.Request):
+        return render_rebuild(backend, traces, focus, idx, topm, k, budget, scorer, vocab,
+                              backend.session_dir(_session(request)))
+
+    def cost_view(traces, request: gr.Request):
+        return render_cost(backend, traces, backend.session_dir(_session(request)))
+
+    files = ("svg", "pdf", "png", "tikz")
+    rebuild_args = dict(fn=rebuild_view, inputs=rebuild_in, outputs=[c["rebuild_caption"], c["rebuild_tree"],
+                                                                      *(c[f"rebuild_export_{f}"] for f in files)],
+                        api_name="rebuild",
                         trigger_mode="always_last", concurrency_id="rebuild", concurrency_limit=1,
                         show_progress="hidden")
-    cost_args = dict(fn=lambda traces: render_cost(backend, traces), inputs=[traces_state],
-                     outputs=[c["cost_text"], c["cost_plot"]], api_name="cost_panel", concurrency_id="rebuild",
+    cost_args = dict(fn=cost_view, inputs=[traces_state],
+                     outputs=[c["cost_text"], c["cost_plot"], *(c[f"cost_export_{f}"] for f in files)],
+                     api_name="cost_panel", concurrency_id="rebuild",
                      concurrency_limit=1, show_progress="hidden")
     own_args = dict(fn=own_controls, inputs=[traces_state, c["focus"], c["round"]],
                     outputs=[c[f"rebuild_{k}"] for k in ("topm", "k", "budget", "scorer", "vocab")],

@@ -65,26 +65,58 @@ def message_html(text: str, kind: str = "info") -> str:
     return f'<div class="dt-rebuild dt-rebuild-{kind}">{html.escape(text)}</div>'
 
 
-def render_rebuild(backend: be.Backend, traces, focus, idx, topm, k, budget, scorer, vocab) -> list:
-    """Outputs for [rebuild caption, rebuild tree]."""
+def write_files(folder, stem: str, svg: str, tikz: str) -> list:
+    """SVG, PDF, PNG and TikZ files of a view (PDF/PNG None without cairosvg)."""
+    from dominotree import export
+    out = {"svg": svg.encode("utf-8"), "tex": tikz.encode("utf-8")}
+    try:
+        out["pdf"], out["png"] = export.round_pdf(svg), export.round_png(svg)
+    except RuntimeError:
+        pass
+    paths = []
+    for ext in ("svg", "pdf", "png", "tex"):
+        if ext in out:
+            f = folder / f"{stem}.{ext}"
+            f.write_bytes(out[ext])
+            paths.append(gr.update(value=str(f), interactive=True))
+        else:
+            paths.append(gr.update(value=None, interactive=False))
+    return paths
+
+
+def rebuild_files(folder, trace, rt, got: rb.Rebuilt, short: str) -> list:
+    from dominotree import export
+    tt = trace.token_text
+    title = f"Round {rt.round + 1}: the tree that ran ({rt.method}) vs rebuilt ({short})"
+    svg = export.side_by_side_svg(export.round_svg(rt, tt), export.round_svg(got.round, tt, title=f"rebuilt: {short}"),
+                                  title)
+    tikz = export.round_tikz(got.round, tt, title=f"Round {rt.round + 1} of {rt.method}, {short}")
+    return write_files(folder, f"dominotree-rebuild-{rt.method}-round{rt.round + 1}", svg, tikz)
+
+
+NO_FILES = [gr.update(value=None, interactive=False)] * 4
+
+
+def render_rebuild(backend: be.Backend, traces, focus, idx, topm, k, budget, scorer, vocab, folder=None) -> list:
+    """Outputs for [rebuild caption, rebuild tree, SVG, PDF, PNG, TikZ downloads]."""
     trace = pick(traces, focus)
     if trace is None or not trace.rounds:
-        return [message_html("Run a prompt to rebuild its rounds under other settings."), None]
+        return [message_html("Run a prompt to rebuild its rounds under other settings."), None, *NO_FILES]
     i = clamp_round(trace, idx)
     rt = trace.rounds[i]
     decoder = backend._decoder
     why = rb.unavailable(trace, rt, decoder) if decoder is not None or rt.method == "ar" else \
         "rebuilding a saved round needs its model loaded (Load model, or run a prompt)"
     if why:
-        return [message_html(f"Rebuild unavailable for this round: {why}."), None]
+        return [message_html(f"Rebuild unavailable for this round: {why}."), None, *NO_FILES]
     try:
         settings = settings_from(topm, k, budget, scorer, vocab, rb.own_settings(trace, rt))
     except ConfigError as e:
         gr.Warning(html.escape(str(e), quote=False))
-        return [message_html(f"Not rebuilt: {e}", "error"), gr.skip()]
+        return [message_html(f"Not rebuilt: {e}", "error"), *[gr.skip()] * 5]
     if backend.model_lock.locked():
         return [message_html("A run (or a calibration) holds the model: the rebuild runs when it ends; change a "
-                             "setting again then."), gr.skip()]
+                             "setting again then."), *[gr.skip()] * 5]
 
     def work():
         if not backend.model_lock.acquire(blocking=False):
@@ -97,12 +129,23 @@ def render_rebuild(backend: be.Backend, traces, focus, idx, topm, k, budget, sco
         got = be.model_thread.call(work)
     except ConfigError as e:
         gr.Warning(html.escape(str(e), quote=False))
-        return [message_html(f"Not rebuilt: {e}", "error"), gr.skip()]
+        return [message_html(f"Not rebuilt: {e}", "error"), *[gr.skip()] * 5]
     cap = caption_html(trace, rt, got, trace.token_text)
     short = (f"rebuilt as {got.method}: Top-M {settings.topm}, K {settings.k}, budget {settings.budget}; "
              + ("T > 0: no accepted count" if got.exact is None else
                 f"accepts {'' if got.exact else '≥'}{got.accepted} (ran: {len(rt.accepted) - 1})"))
-    return [cap, figures.rebuilt_figure(rt, got.round, trace.token_text, short)]
+    files = rebuild_files(folder, trace, rt, got, short) if folder is not None else [gr.skip()] * 4
+    return [cap, figures.rebuilt_figure(rt, got.round, trace.token_text, short), *files]
+
+
+def export_buttons(prefix: str, label: str) -> dict:
+    """SVG / PDF / PNG / TikZ download buttons ``<prefix>-export-<fmt>``, filled by the renderer."""
+    from .files import _local_examples
+    with gr.Row(elem_classes=["dt-exports"]):
+        gr.HTML(f"<b>{html.escape(label)}</b>:", elem_classes=["dt-export-label"], padding=False)
+        return {f"{prefix}_export_{fmt}": _local_examples(gr.DownloadButton(
+            name, elem_id=f"{prefix}-export-{fmt}", size="sm", interactive=False, scale=0, min_width=80))
+            for fmt, name in [("svg", "SVG"), ("pdf", "PDF"), ("png", "PNG"), ("tikz", "TikZ")]}
 
 
 def build_rebuild() -> dict:
@@ -123,7 +166,8 @@ def build_rebuild() -> dict:
         caption = gr.HTML(message_html("Run a prompt to rebuild its rounds under other settings."),
                           elem_id="rebuild-caption", show_label=False)
         tree = gr.Plot(label="The tree that ran vs the rebuilt tree", elem_id="rebuild-tree")
-    return dict(rebuild_topm=topm, rebuild_k=k, rebuild_budget=budget, rebuild_vocab=vocab, rebuild_scorer=scorer,
+        files = export_buttons("rebuild", "Download this comparison")
+    return dict(**files, rebuild_topm=topm, rebuild_k=k, rebuild_budget=budget, rebuild_vocab=vocab, rebuild_scorer=scorer,
                 rebuild_caption=caption, rebuild_tree=tree)
 
 
