@@ -91,15 +91,25 @@ def test_rebuild_and_cost_panel(page, tiny_decoder):
     assert own["nodes"] == "16"
     assert page.locator("#rebuild-tree .js-plotly-plot").count() == 1
 
-    # Top-M 4 with K 8 is impossible (children come from the Top-M): a message, the page keeps working
-    set_number(page, "rebuild-topm", 4)
+    # a mistake: budget 0 gets a message, nothing is redrawn, and the page keeps working
+    set_number(page, "rebuild-budget", 0)
     got = wait_caption(page, own["text"])
-    assert "cannot exceed Top-M" in got["text"] and got["accepted"] is None
+    assert "Budget must be a whole number between 1 and 256" in got["text"] and got["accepted"] is None
+    set_number(page, "rebuild-budget", 16)
+    got = wait_caption(page, got["text"])
+    assert "identical tree" in got["text"]
+
+    # Top-M 64 -> 4 (K follows it down to 4: a node's children come from the Top-M)
+    set_number(page, "rebuild-topm", 4)
+    got = wait_caption(page, got["text"])
+    want = expected(tiny_decoder, rb.Settings("conditional", 4, 4, 16))
+    assert "Top-M 64 → 4" in got["text"] and "K is at most Top-M" in got["text"]
+    assert got["method"] == "dominotree" and int(got["accepted"]) == want.accepted
+    assert int(got["nodes"]) == want.round.tree.num_nodes
     set_number(page, "rebuild-k", 2)
     got = wait_caption(page, got["text"])
     want = expected(tiny_decoder, rb.Settings("conditional", 4, 2, 16))
-    assert got["method"] == "dominotree" and int(got["accepted"]) == want.accepted
-    assert int(got["nodes"]) == want.round.tree.num_nodes
+    assert int(got["accepted"]) == want.accepted and "K 8 → 2" in got["text"]
 
     page.locator("#rebuild-scorer label", has_text="marginal").click()
     got = wait_caption(page, got["text"])
@@ -110,7 +120,7 @@ def test_rebuild_and_cost_panel(page, tiny_decoder):
     got = wait_caption(page, got["text"])
     want = expected(tiny_decoder, rb.Settings("marginal", 4, 2, 4))
     assert got["nodes"] == "4" and int(got["accepted"]) == want.accepted
-    assert "budget 16 → 4" in got["text"]
+    assert "budget 16 → 4" in got["text"] and "scorer conditional → marginal" in got["text"]
 
     page.wait_for_selector("#rebuild-export-svg:not([disabled]), #rebuild-export-svg button:not([disabled])")
     page.wait_for_function("() => (document.querySelector('#cost-panel')?.textContent || '').includes('break-even')")

@@ -29,6 +29,8 @@ def settings_from(topm, k, budget, scorer, vocab, own: rb.Settings) -> rb.Settin
     n = own.draft_vocab if vocab in (None, "", SAME_VOCAB) else draft_vocab_size(vocab)
     if scorer not in rb.SCORERS:
         raise ConfigError(f"choose a scorer: {', '.join(rb.SCORERS)}")
+    if topm and k > topm:         # a node's children come from the Top-M: the teacher's "Top-M 4" means K <= 4
+        k = topm
     return rb.Settings(scorer, topm, k, budget, n)
 
 
@@ -55,7 +57,9 @@ def caption_html(trace, rt, got: rb.Rebuilt, token_text) -> str:
                + (" — <b>a different accepted path</b>" if got.path_changed else "")
                + ". Exact: the target's greedy continuation of the root is what the run committed."
                + ("" if got.exact else " (It followed every token decoded, so it may accept more.)"))
-    notes = "".join(f"<br><i>{html.escape(n)}</i>" for n in got.notes)
+    notes = got.notes + ([f"K is at most Top-M (a node's children are drawn from the Top-M candidates): K {s.k} "
+                          f"here"] if s.topm and s.k == s.topm and s.k < own.k else [])
+    notes = "".join(f"<br><i>{html.escape(n)}</i>" for n in notes)
     return (f'<div class="dt-rebuild" data-accepted="{got.accepted}" data-exact="{got.exact}" '
             f'data-nodes="{got.round.tree.num_nodes}" data-method="{html.escape(got.method)}">'
             f"{head}<br>{diff}<br>{acc}{notes}</div>")
