@@ -11,7 +11,8 @@
 #   0 env        15  env.txt: Python, torch, CUDA, transformers, GPU, nvidia-smi
 #   1 wheels     30  wheels/*.whl (pinned transformers/tokenizers, if carried) into a temporary
 #                    --target folder, used only if they import; env.txt says which ran
-#   2 tests     170  tests/test_cuda.py (-m cuda): graphs captured and replayed == reference
+#   2 tests     170  tests/test_cuda.py (-m cuda): graphs captured and replayed == reference; the
+#                    serving adapter on CUDA and against sgl_kernel when installed (test_serving.py)
 #   3 bench     110  bench-build, embedded + Qwen3-4B head shapes, random weights: bench_build.json
 #   4 curve      80  scripts/gpu_curve.py, fast vs transformers forward, Qwen3-4B shapes: fast_curve.json
 #   5 decode    130  scripts/gpu_decode.py: random-tiny and the embedded drafters, every method at T = 0
@@ -110,7 +111,7 @@ fi
 
 # 2. the cuda-marked tests (pytest.ini deselects them by default; -m cuda selects them)
 if "$PY" -c 'import pytest' 2>/dev/null; then
-  run tests 170 "$PY" -m pytest -q -m cuda tests/test_cuda.py -p no:cacheprovider --junitxml "$OUT/cuda_tests.xml"
+  run tests 170 "$PY" -m pytest -q -m cuda tests/test_cuda.py tests/test_serving.py -p no:cacheprovider --junitxml "$OUT/cuda_tests.xml"
 else
   run tests 170 "$PY" tests/test_cuda.py
 fi
