@@ -6,7 +6,7 @@ one-row step costs (a GPU, memory-bound up to some tens of rows) a tree is nearl
 on a CPU without AMX the products are compute-bound and 17 rows cost several steps. This module
 gives that curve as numbers; ``costpanel.py`` turns it and the recorded rounds into speedups.
 
-- ``measure(pair)``: ``bench.cost.profile_verify`` (what ``profile-cost`` times, ``costprofile.py``) at one context
+- ``measure(pair)``: ``costprofile.profile_verify`` (what ``profile-cost`` times) at one context
   length for 0..32 tree nodes, i.e. 1..33 rows, medians of interleaved repeats;
 - ``cached_curve(pair)``: the measured curve from ``<cache>/cost-curves/`` (``~/.cache/dominotree``,
   or ``$DOMINOTREE_CACHE``), keyed by the CPU, the preset and weights, dtype and thread count;
@@ -107,14 +107,19 @@ def cache_path(pair) -> Path:
 
 def measure(pair, repeats: int = 5, context: int = CONTEXT) -> CostCurve:
     """Time target forwards of 1..33 rows (tree nodes 0..32) at ``context`` on this machine."""
+    from .costmodel import fit_monotone_convex
     from .costprofile import profile_verify
     room = pair.target.max_positions - ROWS[-1] - 2
     ctx = max(1, min(context, room))
     t0 = time.perf_counter()
-    ms = profile_verify(pair, [ctx], [n - 1 for n in ROWS], repeats=repeats)[0]
+    raw = profile_verify(pair, [ctx], [n - 1 for n in ROWS], repeats=repeats)[0]
+    # a forward of more rows never costs less: the medians projected onto the nondecreasing convex
+    # curves (as profile-cost fits them), so a busy moment of the machine shows less
+    ms = [max(float(x), 1e-6) for x in fit_monotone_convex(list(ROWS), raw)]
     key = curve_key(pair)
-    return CostCurve(list(ROWS), [float(x) for x in ms], f"this machine: {key['cpu']}",
-                     meta={**key, "context": ctx, "repeats": repeats, "seconds": round(time.perf_counter() - t0, 2),
+    return CostCurve(list(ROWS), ms, f"this machine: {key['cpu']}",
+                     meta={**key, "raw_ms": [float(x) for x in raw], "context": ctx, "repeats": repeats,
+                           "seconds": round(time.perf_counter() - t0, 2),
                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 

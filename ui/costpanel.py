@@ -22,8 +22,7 @@ EMPTY = '<div class="dt-cost-panel">Run a prompt to see what its rounds cost on 
 def cost_figure(panel: costpanel.CostPanel) -> go.Figure:
     mc, pr = panel.machine, panel.projection
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
-        "forward of n rows, in one-row steps", "rounds here: cost vs tokens",
-        "the same rounds projected (not measured)"))
+        "a forward of n rows (one-row steps)", "rounds here", "rounds projected (not measured)"))
     n = list(range(1, 34))
     fig.add_trace(go.Scatter(x=n, y=[mc.steps(x) for x in n], mode="lines+markers", name=html.escape(mc.label),
                              marker=dict(size=4), line=dict(color="#0072B2")), row=1, col=1)
