@@ -31,12 +31,15 @@ def cost_figure(panel: costpanel.CostPanel) -> go.Figure:
     for col, pts_of, cost_of in ((2, lambda m: m.points, lambda m: m.cost),
                                  (3, lambda m: m.projected_points, lambda m: m.projected_cost)):
         top = max([p[0] for m in panel.methods for p in pts_of(m)] + [1.0]) * 1.1
+        ymax = max([p[1] for m in panel.methods for p in pts_of(m)] + [2.0]) * 1.15
+        fig.update_yaxes(range=[0, ymax], row=1, col=col)
+        fig.update_xaxes(range=[0, top * 1.08], row=1, col=col)
         for s in costpanel.SPEEDUP_LINES:
             fig.add_trace(go.Scatter(x=[0, top], y=[0, s * top], mode="lines", showlegend=col == 2 and s == 1.0,
                                      name="speedup = 1, 1.5, 2 (tokens = s × cost)", hoverinfo="skip",
                                      line=dict(color="#888888", width=1, dash="dot" if s != 1.0 else "solid")),
                           row=1, col=col)
-            fig.add_annotation(x=top, y=s * top, text=f"{s:g}×", showarrow=False, xanchor="left",
+            fig.add_annotation(x=min(top, ymax / s), y=s * min(top, ymax / s), text=f"{s:g}×", showarrow=False, xanchor="left",
                                font=dict(size=10, color="#666666"), row=1, col=col)
         for m in panel.methods:
             pts = pts_of(m)
@@ -51,8 +54,8 @@ def cost_figure(panel: costpanel.CostPanel) -> go.Figure:
     fig.update_xaxes(title_text="rows (budget + 1)", row=1, col=1)
     fig.update_yaxes(title_text="one-row steps", rangemode="tozero", row=1, col=1)
     for col in (2, 3):
-        fig.update_xaxes(title_text="round cost (ar steps)", rangemode="tozero", row=1, col=col)
-        fig.update_yaxes(title_text="tokens committed", rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(title_text="round cost (ar steps)", row=1, col=col)
+        fig.update_yaxes(title_text="tokens committed", row=1, col=col)
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=50, r=30, t=60, b=100),
                       legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0),
                       font=dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12))
