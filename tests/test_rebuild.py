@@ -210,3 +210,14 @@ def test_side_by_side_export(decoder):
     assert len(inner) == 2 and float(inner[1].get("x")) > 0
     assert len(inner[1].findall(".//{http://www.w3.org/2000/svg}g[@class='node']")) + \
         len(inner[1].findall(".//{http://www.w3.org/2000/svg}g[@class='node accepted']")) == 5
+
+
+def test_comparison_file_keeps_the_rows(decoder):
+    """The explorer's whole-comparison JSON keeps what a rebuild needs."""
+    from dominotree.comparison import comparison_dict, read_comparison
+    trace = run(decoder, "dominotree", max_new=10)
+    traces, _ = read_comparison(json.loads(json.dumps(comparison_dict({"dominotree": trace}, {}))))
+    back = traces["dominotree"]
+    back.rounds[0].extra.pop("draft_key")
+    got = rb.rebuild(decoder, back, 0, rb.own_settings(back, back.rounds[0]))
+    assert same_tree(got.round.tree, trace.rounds[0].tree)
