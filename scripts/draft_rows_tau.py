@@ -5,7 +5,7 @@ T = 0, draft vocabulary 8192). Each variant decodes the same prompts; tau is det
     HF_HUB_OFFLINE=1 flock /tmp/cpu.lock .venv/bin/python scripts/draft_rows_tau.py --prompts 18 \
         > results/cheap-rounds/draft_rows_tau.txt
 
-Variants: ``rows=N`` the block's minimum rows (``decode.DRAFT_MIN_ROWS``; 16 = the whole block),
+Variants: ``rows=N`` the block's minimum rows (``methods.DRAFT_MIN_ROWS``; 16 = the whole block),
 ``backbone=float32|q8`` the drafters' backbone products (q8 is what an int4 target loads).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dominotree import decode  # noqa: E402
+from dominotree import methods  # noqa: E402
 from dominotree.bench.datasets import load_assets  # noqa: E402
 from dominotree.bench.machine import hardware_info  # noqa: E402
 from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
@@ -56,7 +56,7 @@ def main() -> None:
     rows = []
     for method, budget in METHODS:
         for min_rows, backbone in VARIANTS:
-            decode.DRAFT_MIN_ROWS = min_rows
+            methods.DRAFT_MIN_ROWS = min_rows
             set_backbone(pair, backbone)
             acc = rounds = 0
             for p in prompts:
@@ -66,7 +66,7 @@ def main() -> None:
                 acc += sum(len(r.accepted) for r in tr.rounds)
                 rounds += len(tr.rounds)
             row = {"method": f"{method}@{budget}", "min_rows": min_rows, "backbone": backbone,
-                   "block_rows": decode.block_rows(pair.drafter_for(method).cfg, budget),
+                   "block_rows": methods.block_rows(pair.drafter_for(method).cfg, budget),
                    "tau": round(acc / rounds, 3), "rounds": rounds}
             rows.append(row)
             print(f"{row['method']:14s} block rows {row['block_rows']:2d}  backbone {backbone:7s}  tau {row['tau']:.3f}",

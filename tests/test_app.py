@@ -404,17 +404,22 @@ def test_calibrate_button_makes_auto_available(app, client, tiny_decoder, tmp_pa
     """"Calibrate this machine" writes the verify-cost profile and the budget calibration at the
     default paths (relative to the working directory, as the CLI's), turns auto on with its
     choice, and a run with auto then uses the calibrated budget."""
+    from dominotree.autobudget import machine_dir
+    from ui.backend import ModelChoice
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     try:
         status, auto, methods = client.predict("random-tiny", "", "", "cpu", "float32", "full vocabulary (paper)",
                                                api_name="/calibrate")
         assert "Calibrated in" in status and "auto = dominotree budget" in status, status
         assert auto["value"] is True and auto["interactive"] is True and "auto = dominotree" in auto["info"]
-        assert (tmp_path / "results" / "cost_model_random-tiny_cpu.json").is_file()
-        assert (tmp_path / "results" / "budget_random-tiny_cpu_dominotree.json").is_file()
+        here = machine_dir("random-tiny", "cpu", ModelChoice(preset="random-tiny").weights, "float32")
+        assert (here / "cost_model.json").is_file() and (here / "budget_dominotree.json").is_file()
+        assert not (tmp_path / "results").exists()         # this machine's files, never the committed ones
         budget = int(re.search(r"auto = dominotree budget (\d+)", status).group(1))
+        assert "(auto: " in status                          # with its reason
         out = client.predict(*run_args(["ar", "dominotree"], max_new=6, budget_auto=True), api_name="/run")
         done = next(o for o in out if isinstance(o, str) and ("Done" in o or "Stopped" in o))
-        assert f"budget auto = {budget}" in done, done
+        assert f"budget auto = {budget or 'plain decoding'}" in done, done
     finally:
         tiny_decoder.cost_model = None        # the shared decoder: other tests expect no profile

@@ -204,7 +204,7 @@ def test_variant_specs():
     vs = parse_variants("ar, dominotree@32, condadaptive@64, dominotree/m16, dominotree/mfull", base)
     assert [v.label for v in vs] == ["ar", "dominotree@32", "condadaptive@64", "dominotree/m16", "dominotree/mfull"]
     assert vs[1].tree.budget == 32 and vs[3].tree.corr_topm == 16 and vs[4].tree.corr_topm == 0
-    for bad in ("nope", "dominotree@0", "ar,ar", ""):
+    for bad in ("nope", "dominotree@-1", "ar,ar", ""):
         with pytest.raises(UserError):
             parse_variants(bad, base)
     assert [v.label for v in ablation_variants("ladder", base, None, [], [])] == ["ar", "marg", "condstatic",

@@ -65,7 +65,7 @@ def test_warm_up_leaves_sampled_output_unchanged(capsys):
     (["--prompt", ""], "prompt is empty"),
     (["--prompt", "   "], "prompt is empty"),
     (["--prompt", "hi", "--temperature", "-1"], "temperature"),
-    (["--prompt", "hi", "--budget", "0"], "budget"),
+    (["--prompt", "hi", "--budget", "-1"], "budget"),
     (["--prompt", "hi", "--budget", "100000"], "budget"),
     (["--prompt", "hi", "--node-topk", "0"], "node_topk"),
     (["--prompt", "hi", "--max-new-tokens", "0"], "max_new_tokens"),

@@ -88,8 +88,8 @@ def test_comparison_round_trip_and_mixed_prompts(tiny_decoder):
 
 
 def test_smaller_budget_is_the_pop_order_prefix(tiny_decoder, monkeypatch):
-    from dominotree import decode
-    monkeypatch.setattr(decode, "DRAFT_MIN_ROWS", 10**6)   # whole blocks at every budget: same drafts
+    from dominotree import methods
+    monkeypatch.setattr(methods, "DRAFT_MIN_ROWS", 10**6)   # whole blocks at every budget: same drafts
     trace = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=24,
                                                        tree=TreeConfig(budget=32)))
     for rt in trace.rounds:

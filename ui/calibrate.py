@@ -78,7 +78,7 @@ def wire(backend: be.Backend, c: dict, status_html, model_queue: str) -> None:
         ch = job.future.result()
         at = {r["budget"]: r["predicted_tokens_per_s"] for r in ch.curve}
         vs16 = f" (predicted {at[ch.budget]:.1f} tok/s against {at[16]:.1f} at budget 16)" if 16 in at else ""
-        yield (status_html(f"Calibrated in {took:.0f} s: auto = dominotree budget {ch.budget}{vs16}; saved "
+        yield (status_html(f"Calibrated in {took:.0f} s: auto = dominotree budget {ch.budget}{vs16} ({ch.reason}); saved "
                            f"{ch.calibration} and {ch.cost_model}. Budget: auto is on.", "done"),
                gr.Checkbox(**{**auto_budget_control(choice, n), "value": True}),
                gr.CheckboxGroup(choices=backend.methods()))   # the adaptive methods need the profile
