@@ -37,15 +37,23 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .config import METHOD_DRAFTER, ConfigError, DecodeConfig, TreeConfig
+from .methods import METHOD_TABLE
 from .scoring import DraftBlock
 from .trace import DecodeTrace, RoundTrace
 from .tree import Tree, child_maps
 
 SCORERS = ("conditional", "marginal", "condstatic")
 # the scorer each method's tree is built with (None: a chain, which has no scorer to change)
-SCORER_OF = {"dominotree": "conditional", "condadaptive": "conditional", "marg": "marginal",
-             "ddtree": "marginal", "caddtree": "marginal", "condstatic": "condstatic",
-             "dflash": None, "domino": None, "ar": None}
+def _scorer_of(row) -> str | None:
+    """The scorer a ``METHOD_TABLE`` row builds its tree with, by the names a viewer picks from
+    (DDTree's lazy heap reads the marginals; a chain has no scorer to change)."""
+    if row.scorer is not None:
+        return {"static": "condstatic"}.get(row.scorer, row.scorer)
+    return "marginal" if row.builder == "lazy" else None
+
+
+# the scorer each method's tree is built with, read off the one method table
+SCORER_OF = {m: _scorer_of(row) for m, row in METHOD_TABLE.items()}
 # a scorer on a drafter kind -> the method whose build that is
 METHOD_OF = {("domino", "conditional"): "dominotree", ("domino", "marginal"): "marg",
              ("domino", "condstatic"): "condstatic", ("dflash", "marginal"): "ddtree"}
