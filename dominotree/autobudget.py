@@ -44,6 +44,7 @@ from pathlib import Path
 
 from .config import CHAIN_METHODS, DecodeConfig
 from .costmodel import device_slug
+from .jsonfile import write_json_atomic
 from .tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
@@ -143,12 +144,7 @@ class Calibration:
                    opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict()))
-        tmp.replace(path)
-        return path
+        return write_json_atomic(path, self.to_dict())
 
 
 def _median(xs) -> float:

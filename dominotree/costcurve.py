@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .jsonfile import write_json_atomic
+
 SCHEMA = "dominotree.cost_curve"
 ROWS = tuple(range(1, 34))        # 1..33 rows: the root plus up to 32 tree nodes
 CONTEXT = 256                     # context length of the measurement (a short chat answer)
@@ -134,10 +136,7 @@ def cached_curve(pair, measure_now: bool = True) -> CostCurve | None:
     if not measure_now:
         return None
     curve = measure(pair)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(curve.to_dict(), indent=1))
-    tmp.replace(path)
+    write_json_atomic(path, curve.to_dict(), indent=1)
     return curve
 
 

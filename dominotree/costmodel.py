@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .jsonfile import write_json_atomic
 
 SCHEMA = "dominotree.cost_model"
 SCHEMA_VERSION = 1
@@ -152,12 +153,7 @@ class CostModel:
                 "meta": self.meta}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        tmp.replace(path)
-        return path
+        return write_json_atomic(path, self.to_dict(), indent=1)
 
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
