@@ -89,6 +89,7 @@ def test_rebuild_and_cost_panel(page, tiny_decoder):
     own = caption(page)
     assert own["method"] == "dominotree" and "identical tree" in own["text"]
     assert own["nodes"] == "16"
+    page.wait_for_selector("#rebuild-tree .js-plotly-plot")        # plotly draws after the caption
     assert page.locator("#rebuild-tree .js-plotly-plot").count() == 1
 
     # a mistake: budget 0 gets a message, nothing is redrawn, and the page keeps working

@@ -79,11 +79,11 @@ def write_files(folder, stem: str, svg: str, tikz: str) -> list:
         pass
     paths = []
     for ext in ("svg", "pdf", "png", "tex"):
-        if ext in out:
-            f = folder / f"{stem}.{ext}"
+        f = folder / f"{stem}.{ext}"
+        try:
             f.write_bytes(out[ext])
             paths.append(gr.update(value=str(f), interactive=True))
-        else:
+        except (KeyError, FileNotFoundError):     # no cairosvg; or the page closed and its folder went
             paths.append(gr.update(value=None, interactive=False))
     return paths
 
