@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import pairargs
@@ -19,23 +20,28 @@ from .pairargs import add_model_args, add_tree_args, budget_arg, load_pair_from_
 def cmd_generate(a) -> int:
     if not a.prompt or not a.prompt.strip():
         raise UserError("--prompt is empty")
-    pair, auto = None, None
-    if a.budget == "auto":
-        from .calibrate import resolve_auto
-        pair = pairargs.load_pair_from_args(a)
-        a.budget, auto = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
-                                      tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk),
-                                      draft_vocab=a.draft_vocab)
-        print(f"--budget auto: {auto['reason']} ({auto['calibration']}, {auto['cost_model']})", file=sys.stderr)
-    cfg = DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                       seed=a.seed, builder=a.builder, ab_builder=a.ab_builder, draft_vocab=a.draft_vocab,
-                       tree=TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
+    def config(budget, draft_vocab):
+        return DecodeConfig(method=a.method, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                            seed=a.seed, builder=a.builder, ab_builder=a.ab_builder, draft_vocab=draft_vocab,
+                            tree=TreeConfig(budget=budget, corr_topm=a.corr_topm, node_topk=a.node_topk))
+    config(1 if a.budget == "auto" else a.budget, 0)       # every other setting checked before the pair loads
     if a.trace and not Path(a.trace).resolve().parent.is_dir():
         raise UserError(f"cannot write trace: folder {Path(a.trace).parent} does not exist")
+    pair, auto = pairargs.load_pair_from_args(a), None
+    draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
+    if a.budget == "auto":
+        from .calibrate import resolve_auto
+        a.budget, auto = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
+                                      tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk),
+                                      draft_vocab=draft_vocab)
+        print(f"--budget auto: {auto['reason']} ({auto['calibration']}, {auto['cost_model']})", file=sys.stderr)
+    cfg = config(a.budget, draft_vocab)
     from .decode import Decoder
-    dec = Decoder(pair or pairargs.load_pair_from_args(a), annotate=bool(a.trace))    # trace-only extras only for --trace
+    dec = Decoder(pair, annotate=bool(a.trace))    # trace-only extras only for --trace
     if not a.no_warm_up:     # tok/s as bench and the explorer time it: first-call costs paid before
         dec.warm_up(methods=[a.method])
+        if cfg.draft_vocab:  # and the draft vocabulary's own (its head rows, the GRU's token table)
+            dec.generate("Warm up", replace(cfg, max_new_tokens=8, stop_at_eos=False))
     trace = dec.generate(a.prompt, cfg, chat=not a.no_chat)
     if auto is not None:     # what auto chose and why, with the run (budget 0: plain decoding)
         trace.config["auto"] = {k: auto[k] for k in ("budget", "reason", "calibration", "cost_model")}
@@ -43,7 +49,7 @@ def cmd_generate(a) -> int:
         trace.to_json(a.trace)
     if a.json:
         out = {"method": trace.method, "weights": dec.target.weights, "forward": dec.target.forward_kind,
-               "token_ids": trace.token_ids, "text": trace.text,
+               "draft_vocab": cfg.draft_vocab, "token_ids": trace.token_ids, "text": trace.text,
                "tau": round(trace.tau, 4), "rounds": len(trace.rounds), "new_tokens": len(trace.token_ids),
                "tokens_per_s": round(trace.tokens_per_s, 3),
                "stage_ms": {k: round(v, 3) for k, v in trace.stage_ms().items()}}

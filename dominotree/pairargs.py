@@ -44,9 +44,30 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
                         "graph on CPU, python on CUDA; python is the reference)")
     g.add_argument("--ab-builder", default=None, choices=BUILDERS,
                    help="also build every round with this builder and record both times")
-    g.add_argument("--draft-vocab", type=int, default=0, metavar="N",
-                   help="the drafters score only the N most frequent tokens (FR-Spec style: a cheaper draft LM "
-                        "head and build; lossless either way). 0 (default): the full vocabulary, as the paper")
+    add_draft_vocab_arg(g)
+
+
+DRAFT_VOCAB_HELP = ("the drafters score only the N most frequent tokens (FR-Spec style: a cheaper draft LM head and "
+                    "build; lossless either way). Default: the pair's own (8192 for the embedded smollm2 pair, whose "
+                    "acceptance loses nothing with it; the full vocabulary for every other pair); 0: the full "
+                    "vocabulary, as the paper")
+
+
+def add_draft_vocab_arg(p, help: str = DRAFT_VOCAB_HELP) -> None:
+    """``--draft-vocab N``: None (not given) is the pair's default, resolved once the pair is loaded
+    (``Pair.resolve_draft_vocab``); a negative count is refused here."""
+    p.add_argument("--draft-vocab", type=draft_vocab_arg, default=None, metavar="N", help=help)
+
+
+def draft_vocab_arg(s: str) -> int:
+    """``--draft-vocab``: a token count >= 0 (0: the full vocabulary)."""
+    try:
+        n = int(s)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a token count >= 0 (0: the full vocabulary), got {s!r}")
+    return n
 
 
 def budget_arg(s: str):

@@ -26,6 +26,24 @@ from .models.target import Target
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_PRESET = "smollm2"
+EMBEDDED_DRAFTERS = ASSETS / "drafters"      # the embedded pair's drafter folders and draft-vocab.json
+
+# The draft vocabulary (tokens) a preset's drafters score by default, when its ranked file
+# (``draft-vocab.json`` beside the drafters) is there; every other preset and custom pairs score
+# the full vocabulary, as the paper (0). The embedded pair: its 8,192 most frequent tokens lose
+# nothing on the acceptance yardstick (dominotree@16 tau 2.18 -> 2.20, every output == ar;
+# results/acceptance/stage7-b16-v8192/) and run +13 % tok/s at budget 3 (results/round-floor-zen5/).
+# ``--draft-vocab 0`` asks for the full vocabulary. The library's DecodeConfig keeps 0.
+DEFAULT_DRAFT_VOCAB = {"smollm2": 8192}
+
+
+def default_draft_vocab(name: str | None, vocab_file: str | Path | None = None) -> int:
+    """``DEFAULT_DRAFT_VOCAB[name]`` when ``vocab_file`` (the pair's ranked file; None: the preset's
+    own drafters', found without loading anything) exists, else 0 (the full vocabulary)."""
+    n = DEFAULT_DRAFT_VOCAB.get(name or "", 0)
+    if n and vocab_file is None:
+        vocab_file = EMBEDDED_DRAFTERS / "draft-vocab.json" if name == "smollm2" else None
+    return n if n and vocab_file is not None and Path(vocab_file).is_file() else 0
 
 HUB_PAIRS = {
     "qwen3-4b": ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", "Huang2020/Qwen3-4B-Domino-b16"),
@@ -61,6 +79,34 @@ class Pair:
             if kind in self.paths:
                 return Path(self.paths[kind]).parent / "draft-vocab.json"
         raise ConfigError("this pair has no drafters, so no draft vocabulary")
+
+    @property
+    def default_draft_vocab(self) -> int:
+        """The draft vocabulary this pair's drafters score unless asked otherwise (``DEFAULT_DRAFT_VOCAB``;
+        0: the full vocabulary)."""
+        try:
+            return default_draft_vocab(self.name, self.draft_vocab_file())
+        except ConfigError:          # no drafters: nothing is drafted
+            return 0
+
+    def resolve_draft_vocab(self, asked: int | None, method: str | None = None) -> int:
+        """The draft vocabulary a run of ``method`` uses: ``asked`` (0: the full vocabulary), or the
+        pair's default when None; 0 for a method that drafts nothing (``ar``). A size the pair's
+        ranked file cannot give is a ConfigError naming the range, before anything runs."""
+        from .config import METHOD_DRAFTER
+        n = self.default_draft_vocab if asked is None else asked
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(f"draft vocabulary must be a token count >= 0 (0: the full vocabulary), got {n!r}")
+        if method is not None and METHOD_DRAFTER[method] is None:
+            return 0
+        if n:
+            from .draftvocab import read_ranked
+            have = len(read_ranked(self.draft_vocab_file()))
+            if n > have:
+                raise ConfigError(f"draft vocabulary of {n} tokens asked; this pair's ranked list "
+                                  f"({self.draft_vocab_file()}) has {have} (the target has {self.target.vocab_rows}): "
+                                  f"choose 1 to {have}, or 0 for the full vocabulary")
+        return n
 
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
@@ -218,7 +264,7 @@ def preset_paths(name: str) -> dict[str, str]:
         from .models.smollm2 import gguf_path
         paths = {"target": str(ensure_smollm2()), "gguf": str(gguf_path())}
         for kind in ("dflash", "domino"):
-            p = ASSETS / "drafters" / f"smollm2-{kind}-b16"
+            p = EMBEDDED_DRAFTERS / f"smollm2-{kind}-b16"
             if (p / "config.json").is_file():
                 paths[kind] = str(p)
         return paths
@@ -317,7 +363,7 @@ def smollm2_installed() -> bool:
 
 
 def embedded_drafters_present() -> bool:
-    return all((ASSETS / "drafters" / f"smollm2-{k}-b16" / "config.json").is_file() for k in ("dflash", "domino"))
+    return all((EMBEDDED_DRAFTERS / f"smollm2-{k}-b16" / "config.json").is_file() for k in ("dflash", "domino"))
 
 
 def default_preset() -> str:

@@ -36,6 +36,27 @@ def tiny_decoder(tiny_pair):
     return Decoder(tiny_pair)
 
 
+@pytest.fixture
+def cli_for(monkeypatch, capsys, tmp_path):
+    """``cli_for(pair)``: ``run(*argv) -> (exit code, stdout, stderr)`` of ``python -m dominotree``
+    in ``tmp_path``, with every command's pair loading replaced by ``pair``."""
+    def make(pair):
+        import dominotree.cli as C
+        import dominotree.pairargs
+        monkeypatch.setattr(dominotree.pairargs, "load_pair_from_args", lambda a: pair)
+        monkeypatch.chdir(tmp_path)
+
+        def run(*argv):
+            try:
+                code = C.main(list(argv))
+            except SystemExit as e:          # argparse's own usage errors
+                code = e.code
+            cap = capsys.readouterr()
+            return code, cap.out, cap.err
+        return run
+    return make
+
+
 @pytest.fixture(scope="session")
 def smollm2_pair():
     """``smollm2_pair(dtype, weights=None)``: the embedded pair on the CPU, loaded once per

@@ -259,20 +259,8 @@ def test_budget_zero_decodes_plainly(tiny_decoder):
 # --- from the command line -------------------------------------------------------------------------
 
 @pytest.fixture
-def cli(tiny_pair, monkeypatch, capsys, tmp_path):
-    import dominotree.cli as C
-    import dominotree.pairargs
-    monkeypatch.setattr(dominotree.pairargs, "load_pair_from_args", lambda a: tiny_pair)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*argv):
-        try:
-            code = C.main(list(argv))
-        except SystemExit as e:          # argparse's own usage errors
-            code = e.code
-        cap = capsys.readouterr()
-        return code, cap.out, cap.err
-    return run
+def cli(tiny_pair, cli_for):
+    return cli_for(tiny_pair)
 
 
 def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkeypatch):

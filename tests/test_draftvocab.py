@@ -120,8 +120,9 @@ def test_bench_variant_names_the_draft_vocab():
     from dominotree.cli import UserError
     v = parse_variant("dominotree@8/v16384", TreeConfig())
     assert (v.label, v.budget, v.draft_vocab) == ("dominotree@8/v16384", 8, 16384)
-    assert parse_variant("ddtree", TreeConfig()).draft_vocab == 0
-    for bad in ("ar/v100", "dominotree/v0"):
+    assert parse_variant("ddtree", TreeConfig()).draft_vocab is None      # the pair's default, resolved on load
+    assert parse_variant("ddtree/v0", TreeConfig()).draft_vocab == 0         # the full vocabulary, as /vfull
+    for bad in ("ar/v100", "ar/vfull", "dominotree/v-1", "dominotree/vsome"):
         with pytest.raises(UserError):
             parse_variant(bad, TreeConfig())
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dominotree import live
-from dominotree.config import METHODS, ConfigError, DecodeConfig
+from dominotree.config import METHOD_DRAFTER, METHODS, ConfigError, DecodeConfig
 from dominotree.models.cpuext import unsupported as kernels_unsupported
 from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
 from dominotree.trace import DecodeTrace, RoundTrace
@@ -192,6 +192,11 @@ class Backend:
     def loaded(self) -> ModelChoice | None:
         return self._loaded
 
+    @property
+    def loaded_decoder(self):
+        """The loaded pair's Decoder, or None before the first load (nothing is loaded here)."""
+        return self._decoder if self._loaded is not None else None
+
     def decoder(self, choice: ModelChoice | None = None):
         """The Decoder for ``choice`` (default: the start-up choice), loading it if needed."""
         choice = choice or self._loaded or self.choice
@@ -218,6 +223,11 @@ class Backend:
                              list(choice.drafters) or None, dtype=choice.dtype, device=choice.device)
             decoder = Decoder(pair, cost_model=cost_model(choice))
             decoder.warm_up()          # the first run on the page is timed warm, as the bench's are
+            n = pair.default_draft_vocab
+            for m in ("ddtree", "dominotree") if n else ():   # and with the default draft vocabulary's set-up
+                if METHOD_DRAFTER[m] in pair.drafters:
+                    decoder.generate("Warm up", DecodeConfig(method=m, max_new_tokens=8, stop_at_eos=False,
+                                                             draft_vocab=n))
             self._decoder, self._loaded = decoder, choice
         return self._decoder
 

@@ -7,7 +7,7 @@ import gradio as gr
 
 from dominotree.autobudget import apply_auto, auto_available
 from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
-from dominotree.presets import ASSETS
+from dominotree.presets import ASSETS, default_draft_vocab
 
 from . import backend as be
 
@@ -79,6 +79,22 @@ def draft_vocab_size(label) -> int:
     if label not in DRAFT_VOCABS:
         raise ConfigError(f"unknown draft vocabulary {label!r}; choose one of {', '.join(DRAFT_VOCABS)}")
     return DRAFT_VOCABS[label]
+
+
+def draft_vocab_default(choice: be.ModelChoice, decoder=None) -> str:
+    """The dropdown's label for the pair's default draft vocabulary (the library's: 8192 tokens for
+    the embedded pair, the full one for others): the loaded ``decoder``'s pair when given, else the
+    choice's preset, found without loading it."""
+    n = decoder.pair.default_draft_vocab if decoder is not None else default_draft_vocab(choice.pair_name)
+    return next((k for k, v in DRAFT_VOCABS.items() if v == n), next(iter(DRAFT_VOCABS)))
+
+
+def draft_vocab_control(preset, target, drafters, device, dtype):
+    """The dropdown set to the default of the pair the Model controls name now (loaded or not)."""
+    try:
+        return gr.Dropdown(value=draft_vocab_default(model_choice(preset, target, drafters, device, dtype)))
+    except ConfigError:          # a custom choice without its target yet: the full vocabulary
+        return gr.Dropdown(value=next(iter(DRAFT_VOCABS)))
 
 
 def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, builder,
@@ -205,10 +221,12 @@ def build_controls(backend: be.Backend) -> dict:
             builder = gr.Dropdown(builders, value=default_builder(), label="Tree builder", elem_id="builder-choice")
             ab_builder = gr.Dropdown([NO_AB] + builders, value=NO_AB, label="Also time (A/B)",
                                      elem_id="ab-builder", info="dominotree: build each round twice")
-        draft_vocab = gr.Dropdown(list(DRAFT_VOCABS), value=next(iter(DRAFT_VOCABS)), label="Draft vocabulary",
-                                  elem_id="draft-vocab",
+        draft_vocab = gr.Dropdown(list(DRAFT_VOCABS), value=draft_vocab_default(backend.choice, backend.loaded_decoder),
+                                  label="Draft vocabulary", elem_id="draft-vocab",
                                   info="the drafters score only the tokens the target writes most: a cheaper draft, "
-                                       "never-drafted rare tokens; lossless either way")
+                                       "never-drafted rare tokens; lossless either way. Default: the pair's own "
+                                       "(8192 tokens for the embedded pair, whose acceptance loses nothing with it; "
+                                       "the full vocabulary for others)")
     free = not backend.locked
     with gr.Accordion("Model", open=False):
         if backend.locked:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import logging
 import time
+from dataclasses import replace
 
 import gradio as gr
 
@@ -14,7 +15,7 @@ from dominotree.config import ConfigError
 
 from . import backend as be
 from . import calibrate as calibrate_ui
-from .controls import auto_budgets, auto_control, check_request, decode_config, model_choice
+from .controls import auto_budgets, auto_control, check_request, decode_config, draft_vocab_control, model_choice
 from .files import read_traces, write_comparison, write_round
 from .panes import auto_html, render_panes, tie_html, vocab_html
 from .costpanel import render_cost
@@ -174,8 +175,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         except Exception as e:  # noqa: BLE001 - shown to the user, who can pick another model
             raise ConfigError(f"Could not load the model ({choice.label()}): {e}") from None
         prompt_ids = decoder.encode_prompt(prompt)
-        for cfg in cfgs:
-            try:
+        for k, cfg in enumerate(cfgs):
+            try:     # the chosen draft vocabulary as this pair and method take it (ar drafts nothing: 0)
+                cfg = cfgs[k] = replace(cfg, draft_vocab=decoder.pair.resolve_draft_vocab(cfg.draft_vocab, cfg.method))
                 decoder.check(prompt_ids, cfg)
             except ConfigError as e:            # e.g. this pair has no drafter for the method
                 raise ConfigError(f"{cfg.method}: {e}") from None
@@ -386,6 +388,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                     [c["status"], c["methods"]], api_name="load_model", concurrency_id=MODEL_QUEUE,
                     concurrency_limit=1)
     model_in = [c[k] for k in ("preset", "target", "drafters", "device", "dtype", "draft_vocab")]
+    # another pair: the draft vocabulary dropdown shows its default (8192 embedded, full otherwise)
+    gr.on([c[k].change for k in ("preset", "target", "drafters")], draft_vocab_control, model_in[:5],
+          c["draft_vocab"], api_visibility="private", queue=False, show_progress="hidden")
     gr.on([x.change for x in model_in], auto_control, model_in, c["budget_auto"], api_visibility="private",
           queue=False, show_progress="hidden")
     calibrate_ui.wire(backend, c, status_html, MODEL_QUEUE)

@@ -18,21 +18,22 @@ LADDER = ("marg", "condstatic", "dominotree")
 def ablation_variants(name: str, base: TreeConfig, methods: str | None, budgets: list[int],
                       topms: list[int]) -> list[Variant]:
     """The variants of one ablation (``ar`` first so speedups are in the same run)."""
-    ar = [Variant("ar", "ar", base)]
+    ar = [Variant("ar", "ar", base)]      # the others draft over the pair's default vocabulary (None)
     if name == "ladder":
-        return ar + [Variant(m, m, base) for m in LADDER]
+        return ar + [Variant(m, m, base, draft_vocab=None) for m in LADDER]
     if name == "topm":
         out = []
         for tm in topms:
             tree = replace(base, corr_topm=tm, node_topk=min(base.node_topk, tm) if tm else base.node_topk)
-            out.append(Variant("dominotree/mfull" if tm == 0 else f"dominotree/m{tm}", "dominotree", tree))
+            out.append(Variant("dominotree/mfull" if tm == 0 else f"dominotree/m{tm}", "dominotree", tree,
+                               draft_vocab=None))
         return ar + out
     if name == "budget":
         ms = [m.strip() for m in (methods or "ddtree,dominotree").split(",") if m.strip() and m.strip() != "ar"]
         for m in ms:
             if m not in METHODS:
                 raise UserError(f"unknown method {m!r} in --methods")
-        return ar + [Variant(f"{m}@{b}", m, replace(base, budget=b)) for m in ms for b in budgets]
+        return ar + [Variant(f"{m}@{b}", m, replace(base, budget=b), draft_vocab=None) for m in ms for b in budgets]
     raise UserError(f"unknown ablation {name!r}; choose {', '.join(ABLATIONS)}")
 
 

@@ -260,7 +260,7 @@ def _int_list(s: str) -> list[int]:
 
 
 def parse_args(argv):
-    from ..pairargs import add_model_args
+    from ..pairargs import add_draft_vocab_arg, add_model_args
     ap = argparse.ArgumentParser(prog="python -m dominotree acceptance",
                                  description="Acceptance by depth and budget at T = 0 on held-out prompts (every "
                                              "output checked equal to ar).")
@@ -274,7 +274,7 @@ def parse_args(argv):
     ap.add_argument("--budgets", type=_int_list, default=list(BUDGETS), help="tree budgets (default 1,2,4,8,16)")
     ap.add_argument("--corr-topm", type=int, default=64)
     ap.add_argument("--node-topk", type=int, default=8)
-    ap.add_argument("--draft-vocab", type=int, default=0)
+    add_draft_vocab_arg(ap)
     ap.add_argument("--no-chat", action="store_true")
     ap.add_argument("--train-data", type=Path, default=Path(__file__).resolve().parents[2] / "assets" / "distill",
                     help="self-distillation data to check the prompts against (no shared 8-word n-gram)")
@@ -309,6 +309,7 @@ def main(argv=None) -> int:
         pair = load_pair_from_args(a)
     for m in methods:
         pair.drafter_for(m)          # a missing or mismatched drafter fails here, with its message
+    a.draft_vocab = pair.resolve_draft_vocab(a.draft_vocab)     # None: the pair's default (8192 embedded)
     dec = Decoder(pair, annotate=False)
     held = heldout_check(prompts, a.train_data, dec.target.tokenizer)
     if held["checked"]:

@@ -34,21 +34,22 @@ def main(argv=None) -> int:
     p.add_argument("--corr-topm", type=int, default=64)
     p.add_argument("--node-topk", type=int, default=8)
     p.add_argument("--builder", default=None)
-    p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
-                   help="calibrate runs whose drafters score the N most frequent tokens (0: the full vocabulary)")
+    pairargs.add_draft_vocab_arg(p, "calibrate runs whose drafters score the N most frequent tokens (default: the "
+                                    "pair's own, as generate and bench run it: 8192 for the embedded smollm2 pair, "
+                                    "the full vocabulary for others; 0: the full vocabulary)")
     p.add_argument("--cost-model", default=None, help="verify-cost profile (default: this machine's, "
                    "measured now when it has none: autobudget.machine_dir)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default=None, help="default: this machine's budget_<method>[_v<N>].json "
                    "(autobudget.machine_dir, where --budget auto looks)")
     a = p.parse_args(argv)
-    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1 or a.draft_vocab < 0:
-        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1; "
-                        "--draft-vocab >= 0")
+    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1:
+        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
     pair = pairargs.load_pair_from_args(a)
+    a.draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
     from ..autobudget import machine_dir
     from ..costmodel import load_cost_model
     here = machine_dir(pair.name, pair.target.device, pair.target.weights, a.dtype)
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
     from ..autobudget import explain
     print(explain(rows, b))
     print(f"saved {out}", file=sys.stderr)
-    print(json.dumps({"calibration": str(out), "method": a.method, "auto_budget": b, "reason": explain(rows, b),
+    print(json.dumps({"calibration": str(out), "method": a.method, "draft_vocab": a.draft_vocab, "auto_budget": b, "reason": explain(rows, b),
                       "rounds": len(cal.starts),
                       "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]}))
     return 0

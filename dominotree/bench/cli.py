@@ -17,8 +17,11 @@ prompts), ``lossless.csv`` (per prompt at T=0: output token ids equal to ``ar``'
 ``run.json`` (command, hardware, versions), ``figures/`` (PNG + PDF), a human table on stdout and
 ONE JSON line last on stdout.
 
-Method specs: ``NAME[@BUDGET][/mM]``: ``dominotree@32``, ``condadaptive@64`` (max budget),
-``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary).
+Method specs: ``NAME[@BUDGET][/mM][/vN]``: ``dominotree@32``, ``condadaptive@64`` (max budget),
+``dominotree/m16`` (Top-M 16; ``/mfull`` for the full vocabulary), ``dominotree/v16384`` (draft
+vocabulary; ``/vfull`` for the full one). Without ``/vN`` a method drafts over the pair's default
+vocabulary (8192 tokens for the embedded pair, the full one for others), and its label says so
+(``dominotree/v8192``).
 Ablations: ``--ablation ladder`` (marg, condstatic, dominotree), ``--ablation topm`` (Top-M sweep),
 ``--ablation budget`` (budget sweep).
 """
@@ -40,7 +43,7 @@ from .ablation import ABLATIONS, ablation_variants, write_ablation
 from .report import final_object, human_table
 from .run import SEED_BASE, _bench_decoder, check_prompts, encode_messages, read_answers, run_bench
 from .summary import ADAPTIVE, _per_prompt, summarize
-from .variants import HF_GENERATE, Variant, parse_variants
+from .variants import HF_GENERATE, Variant, parse_variants, resolve_variants
 
 
 def _floats(s: str, name: str) -> list[float]:
@@ -78,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prepare-only", action="store_true", help="load and cache the dataset(s), then exit")
     g = p.add_argument_group("run")
     g.add_argument("--methods", default=None,
-                   help="comma list of NAME[@BUDGET][/mM] (default: every method the pair has drafters for)")
+                   help="comma list of NAME[@BUDGET][/mM][/vN] (default: every method the pair has drafters for); "
+                        "/vN: a draft vocabulary of N tokens, /vfull the full one; without it the pair's default "
+                        "(8192 for the embedded pair, full for others), named in the label")
     g.add_argument("--temperatures", default="0", help="comma list, e.g. 0,0.5,1")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--repeats", type=int, default=1, help="decodes per prompt and method (timing noise)")
@@ -155,7 +160,7 @@ def resolve_auto_variants(a, pair, variants: list) -> dict:
             b, info = resolve_auto(pair, v.method, a.cost_model, cal, tree=v.tree, builder=a.builder,
                                    progress=not a.no_progress, draft_vocab=v.draft_vocab)
             variants[i] = replace(v, tree=replace(v.tree, budget=b))
-            auto[v.label] = info
+            auto[v.label] = {**info, "draft_vocab": v.draft_vocab}
             print(f"{v.label}: {info['reason']} ({info['calibration']})", file=sys.stderr)
     return auto
 
@@ -166,7 +171,8 @@ def auto_report(res: dict, auto: dict) -> dict:
     for t, r in res["result"].items():
         ms = r["methods"]
         for label, info in auto.items():
-            b16 = next((l for l in (info["method"], f"{info['method']}@16") if l in ms), None)
+            vocab = f"/v{info['draft_vocab']}" if info.get("draft_vocab") else ""     # the same draft vocabulary
+            b16 = next((l for l in (info["method"] + vocab, f"{info['method']}@16{vocab}") if l in ms), None)
             got = ms.get(label, {})
             ratio = (got.get("tokens_per_s") / ms[b16]["tokens_per_s"]) if b16 and got.get("tokens_per_s") and \
                 ms[b16].get("tokens_per_s") else None
@@ -200,8 +206,9 @@ def main(argv=None) -> int:
     temps = list(dict.fromkeys(_floats(a.temperatures, "--temperatures")))
     if a.budget == "auto":
         raise UserError("bench chooses auto budgets per method: list them as --methods ...,dominotree@auto")
-    if a.draft_vocab:
-        raise UserError("bench takes draft vocabularies per method: list them as --methods ...,dominotree/v16384")
+    if a.draft_vocab is not None:
+        raise UserError("bench takes draft vocabularies per method: list them as --methods ...,dominotree/v16384 "
+                        "(or dominotree/vfull); without /vN a method drafts over the pair's default")
     try:
         base = TreeConfig(budget=a.budget, corr_topm=a.corr_topm, node_topk=a.node_topk)
     except ConfigError as e:
@@ -224,10 +231,11 @@ def main(argv=None) -> int:
         from ..config import default_builder
         a.builder = default_builder(pair.target.device)
     if variants is None:
-        variants = [Variant(m, m, base) for m in METHODS if _has_drafter(pair, m)]
+        variants = [Variant(m, m, base, draft_vocab=None) for m in METHODS if _has_drafter(pair, m)]
     for v in variants:
         if v.method != HF_GENERATE:
             pair.drafter_for(v.method)   # clear error when a drafter is missing or mismatched
+    variants = resolve_variants(pair, variants)     # the pair's default draft vocabulary, named in the labels
     out = Path(a.out) if a.out else Path("results") / f"bench-{pair.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / "answers").is_dir() and any((out / "answers").rglob("*.jsonl")):
         if a.overwrite:
@@ -245,7 +253,8 @@ def main(argv=None) -> int:
                 "preset": pair.name, "paths": pair.paths, "dtype": str(pair.target.dtype).replace("torch.", ""),
                 "device": device_slug(pair.target.device), "hardware": hw, "versions": versions_info(),
                 "methods": [{"label": v.label, "method": v.method, "budget": v.tree.budget,
-                             "corr_topm": v.tree.corr_topm, "node_topk": v.tree.node_topk} for v in variants],
+                             "corr_topm": v.tree.corr_topm, "node_topk": v.tree.node_topk,
+                             "draft_vocab": v.draft_vocab} for v in variants],
                 "temperatures": temps, "max_new_tokens": a.max_new_tokens, "repeats": a.repeats,
                 "prompts": a.prompts or a.dataset or "eval", "n_prompts": len(prompts), "limit": a.limit,
                 "builder": a.builder, "ablation": a.ablation, "chat": chat, "resumed": bool(a.resume),

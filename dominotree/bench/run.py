@@ -131,6 +131,7 @@ def make_record(prompt, variant: Variant, temperature: float, choices: list[dict
         # ours
         "method": variant.method, "label": variant.label, "temperature": float(temperature),
         "budget": variant.tree.budget, "corr_topm": variant.tree.corr_topm, "node_topk": variant.tree.node_topk,
+        "draft_vocab": variant.draft_vocab,
         "builder": ctx["builder"], "tau": stats.mean(acc) if acc else 0.0, "tokens_per_s": stats.median(tps),
         "stage_ms": stage, "preset": ctx["preset"], "dtype": ctx["dtype"], "max_new_tokens": ctx["max_new_tokens"],
         "hardware": ctx["hardware"], "versions": ctx["versions"],

@@ -12,7 +12,7 @@ from ..errors import UserError
 from . import claims, stats
 from .report import ADAPTIVE, _tie_notes, ci_markdown, headline_markdown, summary_markdown
 from .run import read_answers, tkey
-from .variants import REFERENCE_ROWS
+from .variants import REFERENCE_ROWS, vocab_free
 
 
 def _per_prompt(recs: list[dict]) -> dict:
@@ -103,6 +103,7 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
                     row[f"{s}_ms"] = stats.mean(r["stage_ms"][s] for r in sub)
                 is_ar = sub[0]["method"] == "ar"
                 row.update({"budget": None if is_ar else budget, "corr_topm": None if is_ar else sub[0].get("corr_topm"),
+                            "draft_vocab": None if is_ar else sub[0].get("draft_vocab"),
                             "mean_nodes": stats.mean(nodes) if nodes else 0.0,
                             "hit_max_frac": (sum(n >= budget for n in nodes) / len(nodes)) if nodes and budget else None,
                             "new_tokens": stats.mean(sum(c["new_tokens"]) for r in sub for c in r["choices"])})
@@ -114,8 +115,8 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
                 rows.append(row)
         # paired bootstrap CIs of throughput ratios over prompts
         present = [l for l in labels if (t, l) in by]
-        fcs = focus if focus in present else ("dominotree" if "dominotree" in present else
-                                             next((l for l in reversed(present) if l != "ar"), None))
+        fcs = _find(present, focus) or _find(present, "dominotree") or \
+            next((l for l in reversed(present) if l != "ar"), None)
         pairs = [(l, "ar") for l in present if l != "ar" and "ar" in present]
         if fcs:
             pairs += [(fcs, l) for l in present if l not in ("ar", fcs)]
@@ -136,7 +137,7 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
             if row["temperature"] != float(t) or row["scope"] != "overall":
                 continue
             m = {"tau": _r(row["tau"]), "tokens_per_s": _r(row["tokens_per_s"]), "speedup": _r(row["speedup"]),
-                 "lossless": row.get("lossless"), "n_prompts": row["n_prompts"],
+                 "lossless": row.get("lossless"), "n_prompts": row["n_prompts"], "draft_vocab": row.get("draft_vocab"),
                  "stage_ms": {s: _r(row[f"{s}_ms"]) for s in STAGES}}
             if row["method"] in ADAPTIVE:
                 m.update({"mean_budget": _r(row["mean_nodes"]), "max_budget": row["budget"],
@@ -168,6 +169,13 @@ def summarize(out: Path, order: list[str] | None = None, focus: str | None = Non
         result[t]["claims"] = {c.key: c.reproduced for c in found if c.temperature == float(t)}
     res["claims"] = found
     return res
+
+
+def _find(labels: list[str], name: str | None) -> str | None:
+    """``name`` among ``labels``, or the one that is ``name`` with a draft vocabulary (``dominotree/v8192``)."""
+    if name is None or name in labels:
+        return name
+    return next((l for l in labels if vocab_free(l) == name), None)
 
 
 def _run_line(out: Path) -> str:
