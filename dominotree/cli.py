@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cost-model", default=None, help="verify-cost profile for --budget auto "
                                                        "(default results/cost_model_<preset>_<device>.json)")
     g.add_argument("--calibration", default=None, help="budget calibration for --budget auto "
-                                                        "(default results/budget_<preset>_<device>_<method>.json)")
+                                                        "(default: this machine's budget_<method>[_v<N>].json, "
+                                                        "N the run's draft vocabulary, measured on first use)")
     g.set_defaults(func=cmd_generate)
     for name, mod, hlp in (("train", "dominotree.train.trainer", "train the embedded DFlash + Domino drafters"),
                            ("bench", "dominotree.bench.cli", "benchmark methods on a prompt set"),

@@ -193,6 +193,15 @@ def test_bench_labels_records_and_tables_show_the_resolved_vocabulary(cli, tmp_p
     assert code == 2 and "per method" in err
 
 
+def test_profile_rounds_profiles_the_default_vocabulary(cli):
+    for extra, want in (((), N), (("--draft-vocab", "0"), 0)):
+        code, out, err = cli("profile-rounds", "--preset", "random-tiny", "--dtypes", "float32", "--prompts", "1",
+                             "--max-new-tokens", "6", *extra)
+        assert code == 0, err
+        assert last_json(out)["dtypes"]["float32"]["draft_vocab"] == {"ar": 0, "ddtree": want, "dominotree": want}
+        assert (f"draft vocabulary {N} tokens" in out) == bool(want)
+
+
 def test_claims_read_one_shared_draft_vocabulary_as_the_methods_names():
     """Every drafting method at the pair's default (``dominotree/v8192``, ``ddtree/v8192``): the
     paper's claims compare them under equal settings; mixed vocabularies are not stripped."""

@@ -195,14 +195,16 @@ def round_parts(rt, parts: dict[str, float]) -> dict[str, float]:
 
 
 def profile_dtype(dec, prompts: list[str], methods: list[str], max_new_tokens: int, builder: str,
-                  tree: TreeConfig) -> dict:
-    """Mean ms per round and part for each method; the rounds of all prompts pooled."""
+                  tree: TreeConfig, draft_vocab: int | None = 0) -> dict:
+    """Mean ms per round and part for each method; the rounds of all prompts pooled. ``draft_vocab``
+    None: the pair's default (``Pair.resolve_draft_vocab``)."""
+    vocab = {m: dec.pair.resolve_draft_vocab(draft_vocab, m) for m in methods}
     sums = {m: {} for m in methods}
     rounds = {m: 0 for m in methods}
     with instrumented(dec) as hooks:
         def run(method, prompt, seed, n, record):
             cfg = DecodeConfig(method=method, max_new_tokens=n, seed=seed, builder=builder, tree=tree,
-                               stop_at_eos=False)
+                               stop_at_eos=False, draft_vocab=vocab[method])
             done = 0
             for rt, committed in dec.rounds(dec.encode_prompt(prompt), cfg):
                 parts = hooks.take()
@@ -220,7 +222,7 @@ def profile_dtype(dec, prompts: list[str], methods: list[str], max_new_tokens: i
                 run(m, p, 1000 + 100 * pi, max_new_tokens, True)
     mean = {m: {k: v / max(rounds[m], 1) for k, v in sums[m].items()} for m in methods}
     ar = mean.get("ar", {}).get("round") or float("nan")
-    return {"ar_step_ms": ar, "rounds": rounds,
+    return {"ar_step_ms": ar, "rounds": rounds, "draft_vocab": vocab,
             "ms": {m: {k: round(v, 4) for k, v in d.items()} for m, d in mean.items()},
             "x_ar": {m: {k: round(v / ar, 4) for k, v in d.items()} for m, d in mean.items()}}
 
@@ -229,7 +231,9 @@ def table(res: dict) -> str:
     lines = []
     for dt, r in res["dtypes"].items():
         methods = list(r["x_ar"])
-        lines.append(f"{dt}: ar step {r['ar_step_ms']:.2f} ms; figures are multiples of it (ms in brackets)")
+        vocab = {v for v in r.get("draft_vocab", {}).values() if v}
+        lines.append(f"{dt}: ar step {r['ar_step_ms']:.2f} ms; figures are multiples of it (ms in brackets)"
+                     + (f"; draft vocabulary {', '.join(map(str, sorted(vocab)))} tokens" if vocab else ""))
         lines.append(f"{'part':<42}" + "".join(f"{m:>22}" for m in methods))
         for k in ROWS:
             cells = "".join(f"{r['x_ar'][m].get(k, 0.0):>10.3f} ({r['ms'][m].get(k, 0.0):>8.2f})" for m in methods)
@@ -250,6 +254,7 @@ def main(argv=None) -> int:
     p.add_argument("--builder", default=None, help="tree builder (default: the device's default)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json-out", default=None, help="also write the JSON result here")
+    pairargs.add_draft_vocab_arg(p)
     a = p.parse_args(argv)
     from ..config import METHODS
     methods = ["ar"] + [m.strip() for m in a.methods.split(",") if m.strip() and m.strip() != "ar"]
@@ -276,7 +281,8 @@ def main(argv=None) -> int:
         pair = pairargs.load_pair_from_args(a)
         builder = a.builder or default_builder(pair.target.device)
         dec = Decoder(pair, annotate=False)
-        r = profile_dtype(dec, prompts, methods, a.max_new_tokens, builder, TreeConfig(budget=a.budget))
+        r = profile_dtype(dec, prompts, methods, a.max_new_tokens, builder, TreeConfig(budget=a.budget),
+                          a.draft_vocab)
         r["builder"] = builder
         res["dtypes"][dt] = r
         res.update(preset=pair.name, hardware=hardware_info(pair.target.device), versions=versions_info())
