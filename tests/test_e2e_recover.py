@@ -157,3 +157,21 @@ def test_stop_while_queued(app, browser):
     assert run_to_end(queued).startswith("Done")
     for pg in (busy, queued):
         pg.context.close()
+
+
+def test_draft_vocabulary_follows_the_preset(app, browser):
+    """The "Draft vocabulary" dropdown shows the named pair's default (the library's: 8192 tokens for
+    the embedded pair, the full vocabulary for others) as the preset changes; nothing loads."""
+    from dominotree.presets import available_presets
+    if "smollm2" not in available_presets():
+        pytest.skip("the embedded pair is not installed here")
+    page = new_page(browser, app)
+    value = lambda: page.input_value("#draft-vocab input")   # noqa: E731
+    assert value() == "full vocabulary (paper)"            # the app's pair: random-tiny
+    open_model(page)
+    pick_preset(page, "smollm2")
+    page.wait_for_function("() => document.querySelector('#draft-vocab input').value === '8192 most frequent tokens'")
+    pick_preset(page, "random-tiny")
+    page.wait_for_function("() => document.querySelector('#draft-vocab input').value === 'full vocabulary (paper)'")
+    assert value() == "full vocabulary (paper)"
+    page.context.close()
