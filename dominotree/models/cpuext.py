@@ -6,7 +6,9 @@
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
   cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU;
 - ``kernels/attention.cpp``: attention whose rows do not depend on each other (a verify row gets a
-  one-row step's bits), used by ``fast.FastModel`` in float32 and bf16 on CPU after the prefill.
+  one-row step's bits), used by ``fast.FastModel`` in float32 and bf16 on CPU after the prefill;
+- ``kernels/draftlayer.cpp``: the drafter's decoder layer as one op (its 8-bit products, norms,
+  RoPE, attention over the context and the block), used by ``draftcpu`` in float32 on CPU.
 
 They need x86-64 with AVX2, FMA and F16C, Linux, a C++ compiler and ninja (``make setup`` installs both
 and builds them: about 30 s once per torch version, into ``~/.cache/dominotree/kernels``).

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import CheckpointError  # defined with every user error in errors.py; importable here
+from . import draftcpu
 
 DOMINO_PROJECTORS = ("domino", "causal_v5")
 
@@ -258,14 +259,54 @@ class DraftLayer(nn.Module):
 
 
 class DraftCache:
-    """Per layer, the context keys/values of committed positions (never the block's noise)."""
+    """Per layer, the context keys/values of committed positions (never the block's noise).
+
+    Held as the Python forward's per-layer ``(k, v)`` [B, kv_heads, length, head_dim], or for the
+    fused CPU forward (``draftcpu``) as one buffer ``[layers, 2, kv_heads, capacity, head_dim]``
+    whose first ``length`` positions are committed (a round writes its block after them and
+    commits only its context). ``kv`` reads either; setting it keeps the given tensors."""
 
     def __init__(self):
-        self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.buf: torch.Tensor | None = None
+        self._length = 0
+
+    @property
+    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if self.buf is None:
+            return self._kv
+        n = self._length
+        return [(b[0, :, :n][None], b[1, :, :n][None]) for b in self.buf]
+
+    @kv.setter
+    def kv(self, value: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self._kv, self.buf, self._length = list(value), None, 0
 
     @property
     def length(self) -> int:
-        return self.kv[0][0].shape[2] if self.kv else 0
+        if self.buf is not None:
+            return self._length
+        return self._kv[0][0].shape[2] if self._kv else 0
+
+    def reserve(self, layers: int, kv_heads: int, head_dim: int, need: int) -> torch.Tensor:
+        """The float32 CPU buffer with room for ``need`` positions (capacity doubles; the committed
+        positions are copied on growth, and once from ``kv`` when the Python forward filled it)."""
+        cap = 0 if self.buf is None else self.buf.shape[3]
+        if need <= cap:
+            return self.buf
+        n = self.length
+        buf = torch.empty(layers, 2, kv_heads, max(256, need, 2 * cap), head_dim)
+        if self.buf is not None:
+            buf[:, :, :, :n] = self.buf[:, :, :, :n]
+        else:
+            for i, (k, v) in enumerate(self._kv):    # batch 1
+                buf[i, 0, :, :n], buf[i, 1, :, :n] = k[0], v[0]
+        self.buf, self._kv, self._length = buf, [], n
+        return buf
+
+    def commit(self, length: int) -> None:
+        """The buffer's first ``length`` positions are committed context."""
+        self._length = length
 
 
 class Drafter(nn.Module):
@@ -295,6 +336,8 @@ class Drafter(nn.Module):
         ``blk_positions`` [n]. With a ``cache`` the new context K/V are appended to it (the
         block's K/V never are). Returns the final-normed block hidden states [B, n, H].
         """
+        if draftcpu.supported(self, target_feats, noise_emb, attn_mask):   # decoding on CPU: a C++ op per layer
+            return draftcpu.forward(self, target_feats, noise_emb, ctx_positions, blk_positions, cache)
         cfg = self.cfg
         ctx = self.hidden_norm(self.fc(target_feats))
         rope_ctx = rope_cos_sin(ctx_positions, cfg.head_dim, cfg.rope_theta, noise_emb.dtype)

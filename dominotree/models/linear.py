@@ -117,10 +117,23 @@ class _Routed:
         if (x.dtype != torch.float32 or w.dtype != torch.float32 or x.requires_grad
                 or (torch.is_grad_enabled() and (w.requires_grad or (b is not None and b.requires_grad)))):
             return F.linear(x, w, b)
+        product = self.current()
+        return F.linear(x, w, b) if product is None else product(x)
+
+    def current(self):
+        """The product for the weights as they are now (made again when they changed), or None."""
+        w, b = self.mod.weight, self.mod.bias
         key = (w.data_ptr(), w._version, w.device, None if b is None else (b.data_ptr(), b._version))
         if key != self.key:
             self.product, self.key = self.make(w.detach(), None if b is None else b.detach()), key
-        return F.linear(x, w, b) if self.product is None else self.product(x)
+        return self.product
+
+
+def routed_product(mod: torch.nn.Module):
+    """The product ``mod``'s float32 inference calls run now (``route_products``), or None when
+    ``mod`` is not routed or keeps ``F.linear``."""
+    fwd = mod.__dict__.get("forward")
+    return fwd.current() if isinstance(fwd, _Routed) else None
 
 
 def onednn_product(weight: torch.Tensor, bias: torch.Tensor | None):

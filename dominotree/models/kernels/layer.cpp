@@ -200,6 +200,14 @@ at::Tensor q4_block(const at::Tensor& x, at::TensorList w, const at::Tensor& cos
 
 }  // namespace
 
+// for draftlayer.cpp's whole-layer op of the drafter
+at::Tensor dominotree_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) { return rms_norm(x, w, eps); }
+at::Tensor dominotree_rope_kv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor kv,
+                              int64_t start, int64_t nh, int64_t nkv, const c10::optional<at::Tensor>& q_norm,
+                              const c10::optional<at::Tensor>& k_norm, double eps) {
+  return rope_kv(qkv, cos, sin, kv, start, nh, nkv, q_norm, k_norm, eps);
+}
+
 TORCH_LIBRARY(dominotree_layer, m) {
   m.def("rms_norm(Tensor x, Tensor w, float eps) -> Tensor");
   m.def("rope_kv(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "

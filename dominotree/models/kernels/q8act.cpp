@@ -311,6 +311,11 @@ at::Tensor dominotree_q4q8_linear(const at::Tensor& x, const at::Tensor& codes, 
   return q4q8_linear(x, codes, dm, n_out, -1);
 }
 
+// for draftlayer.cpp's whole-layer op of the drafter
+at::Tensor dominotree_q8q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& d, int64_t n_out) {
+  return q8q8_linear(x, codes, d, n_out, -1);
+}
+
 TORCH_LIBRARY(dominotree_q8act, m) {
   m.def("q4q8_linear(Tensor x, Tensor codes, Tensor dm, int n_out, int isa=-1) -> Tensor");
   m.def("q8q8_linear(Tensor x, Tensor codes, Tensor d, int n_out, int isa=-1) -> Tensor");
