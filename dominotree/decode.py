@@ -240,7 +240,7 @@ class Decoder:
         base = tgt.logits(rows.to(tgt.dtype)) if vocab is None else vocab.logits(rows.to(tgt.dtype))
         root_state = None
         if cfg.is_domino:
-            root_state = drafter.first_state(tgt.embed_tokens(torch.tensor([root], device=dev)).to(dtype))[0]
+            root_state = drafter.root_state(root, tgt, vocab)
         return DraftBlock(root, base, rows, root_state)
 
     def annotate(self, rt: RoundTrace, block: DraftBlock, scorer, cfg: DecodeConfig, vocab: DraftVocab | None = None) -> None:

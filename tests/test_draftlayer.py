@@ -168,3 +168,13 @@ def test_embedded_pair_decodes_as_ar_with_the_fused_drafter(monkeypatch):
                 n = len(calls)
                 assert dec.generate(prompt, cfg).token_ids == ar, (prompt, method, vocab)
                 assert len(calls) > n      # every round's draft ran the fused backbone
+    # the root's GRU state read from the per-token tables the decodes made (full and 8192 tokens)
+    d, tgt, vocab = pair.drafters["domino"], pair.target, dec.draft_vocab(8192)
+    from dominotree.models.childgru import existing_child_gru
+    assert existing_child_gru(d, tgt.embed) is not None and existing_child_gru(d, vocab.embed) is not None
+    outside = next(t for t in range(tgt.vocab_rows) if t not in set(vocab.id_list))
+    with torch.inference_mode():
+        for root in (vocab.id_list[0], vocab.id_list[-1], 28, outside):
+            want = d.first_state(tgt.embed_tokens(torch.tensor([root])))[0]
+            for v in (None, vocab):
+                torch.testing.assert_close(d.root_state(root, tgt, v), want, rtol=1e-5, atol=1e-6)

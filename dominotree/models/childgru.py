@@ -73,6 +73,13 @@ class ChildGRU:
             return self.table.index_select(0, toks)
         return torch.mm(self.embed(toks).to(self.dtype), self.w_ihT)
 
+    def first(self, toks: torch.Tensor) -> torch.Tensor:
+        """[K, G] states after the tokens from the zero state, ``(1 - u) * tanh(W_in x)`` as
+        ``Drafter.first_state`` computes them (``W_i x`` from the table where there is one)."""
+        gi = self.inputs(toks)
+        g = self.G
+        return (1 - torch.sigmoid(gi[:, g:2 * g])) * torch.tanh(gi[:, 2 * g:])
+
     def __call__(self, state: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
         state = state.to(self.dtype)
         gi = self.inputs(toks)                                                 # [K, 3G]
@@ -101,4 +108,13 @@ def child_gru(drafter, embed: torch.nn.Module) -> ChildGRU:
     got = per_gru.get(embed)
     if got is None or got.dtype != dtype or got.stale(gru):
         got = per_gru[embed] = ChildGRU(gru, embed, dtype)
+    return got
+
+
+def existing_child_gru(drafter, embed: torch.nn.Module) -> ChildGRU | None:
+    """The ``ChildGRU`` ``child_gru`` made for ``drafter`` and ``embed``, if it is current and has
+    its per-token table, else None (nothing is made here)."""
+    got = _CACHE.get(drafter.prefix_gru, {}).get(embed)
+    if got is None or got.table is None or got.dtype != drafter.fc.weight.dtype or got.stale(drafter.prefix_gru):
+        return None
     return got

@@ -368,6 +368,25 @@ class Drafter(nn.Module):
         u = torch.sigmoid(gi[:, :g])
         return (1 - u) * torch.tanh(gi[:, g:])
 
+    def root_state(self, root: int, target, vocab=None) -> torch.Tensor:
+        """``first_state`` [G] of the target token ``root``: from the GRU's per-token input table
+        (``childgru``) when the decode made one (of ``target.embed``, or of the draft vocabulary
+        ``vocab``'s embedding) holding ``root``, a row read instead of a product; else from its
+        embedding. Equal up to float rounding (``tests/test_draftlayer.py``)."""
+        from bisect import bisect_left
+
+        from .childgru import existing_child_gru
+        gru = existing_child_gru(self, target.embed if vocab is None else vocab.embed)
+        row = root
+        if gru is not None and vocab is not None:
+            row = bisect_left(vocab.id_list, root)
+            if row == len(vocab.id_list) or vocab.id_list[row] != root:
+                gru = None                      # the root is outside the draft vocabulary
+        if gru is not None:
+            return gru.first(torch.tensor([row], device=gru.table.device))[0]
+        emb = target.embed_tokens(torch.tensor([root], device=target.device))
+        return self.first_state(emb.to(self.fc.weight.dtype))[0]
+
     def correction_hidden(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """``SiLU(W1 · [z ; s])`` [N, E] (the low-rank part before W2)."""
         return self.embed_proj[1](self.embed_proj[0](torch.cat([z, state], dim=-1)))
