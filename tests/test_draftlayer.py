@@ -43,7 +43,7 @@ def round_inputs(g, c, n):
 
 def run(d, fused: bool, feats, noise, cp, bp, cache, monkeypatch):
     monkeypatch.setattr(draftcpu, "FUSED", fused)
-    assert draftcpu.supported(d, feats, noise, None) == fused
+    assert (draftcpu.layer_weights(d, feats, noise, None) is not None) == fused
     return d(feats, noise, cp, bp, cache=cache)
 
 
@@ -145,7 +145,7 @@ def test_python_path_where_the_fused_one_does_not_apply(monkeypatch):
         from dominotree.models.linear import onednn_products
         assert draftcpu.fused_weights(onednn_products(Drafter(CFG).eval())) is None
         bf = routed_drafter(seed=7).to(torch.bfloat16)
-        assert not draftcpu.supported(bf, feats.bfloat16(), noise.bfloat16(), None)
+        assert draftcpu.layer_weights(bf, feats.bfloat16(), noise.bfloat16(), None) is None
         bf(feats.bfloat16(), noise.bfloat16(), cp, bp)
 
 

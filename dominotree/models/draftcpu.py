@@ -19,7 +19,7 @@ It runs where it gives the Python path's arithmetic: a float32 drafter on CPU, b
 attention mask, autograd off, the C++ kernels built, and every product of the layers a bias-free
 ``quantcpu.Q8Q8Linear`` (the drafter next to an ``int4-q8`` target, ``presets.load_pair``); the
 products are the same kernel on the same rows, the small ops the same C++ or torch ops, so the
-result equals the Python path's (``tests/test_draftlayer.py``). Anything else (training, bf16,
+result equals the Python path's bit for bit (``tests/test_draftlayer.py``). Anything else (training, bf16,
 CUDA, other products) keeps the Python path. ``FUSED = False`` turns it off (A/B measurements).
 """
 from __future__ import annotations
@@ -92,14 +92,15 @@ def fused_weights(drafter) -> list[list[torch.Tensor]] | None:
     return packed
 
 
-def supported(drafter, target_feats: torch.Tensor, noise_emb: torch.Tensor, attn_mask) -> bool:
-    """Whether ``forward`` runs this call (see the module docstring)."""
-    return (FUSED and attn_mask is None and not torch.is_grad_enabled()
+def layer_weights(drafter, target_feats: torch.Tensor, noise_emb: torch.Tensor, attn_mask) -> list | None:
+    """``forward``'s per-layer weights when it runs this call (see the module docstring), else None."""
+    if not (FUSED and attn_mask is None and not torch.is_grad_enabled()
             and noise_emb.dim() == 3 and noise_emb.shape[0] == 1 and target_feats.shape[0] == 1
             and noise_emb.dtype == torch.float32 and target_feats.dtype == torch.float32
             and noise_emb.device.type == "cpu" and drafter.fc.weight.dtype == torch.float32
-            and drafter.norm.weight.dtype == torch.float32
-            and available(verbose=False) is None and fused_weights(drafter) is not None)
+            and drafter.norm.weight.dtype == torch.float32 and available(verbose=False) is None):
+        return None
+    return fused_weights(drafter)
 
 
 def _rope_rows(drafter, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,12 +116,12 @@ def _rope_rows(drafter, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return table[0].index_select(0, positions), table[1].index_select(0, positions)
 
 
-def forward(drafter, target_feats: torch.Tensor, noise_emb: torch.Tensor, ctx_positions: torch.Tensor,
+def forward(drafter, weights: list, target_feats: torch.Tensor, noise_emb: torch.Tensor, ctx_positions: torch.Tensor,
             blk_positions: torch.Tensor, cache=None) -> torch.Tensor:
-    """``Drafter.forward`` for a call ``supported`` allows (same arguments, same result)."""
+    """``Drafter.forward`` with ``layer_weights``' ``weights`` (the other arguments and the result
+    as there)."""
     from .drafter import DraftCache
     cfg = drafter.cfg
-    weights = fused_weights(drafter)
     ctx = drafter.hidden_norm(drafter.fc(target_feats))[0].contiguous()
     c, n = ctx.shape[0], noise_emb.shape[1]
     cos, sin = _rope_rows(drafter, torch.cat([ctx_positions, blk_positions]))

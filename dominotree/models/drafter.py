@@ -336,8 +336,9 @@ class Drafter(nn.Module):
         ``blk_positions`` [n]. With a ``cache`` the new context K/V are appended to it (the
         block's K/V never are). Returns the final-normed block hidden states [B, n, H].
         """
-        if draftcpu.supported(self, target_feats, noise_emb, attn_mask):   # decoding on CPU: a C++ op per layer
-            return draftcpu.forward(self, target_feats, noise_emb, ctx_positions, blk_positions, cache)
+        fused = draftcpu.layer_weights(self, target_feats, noise_emb, attn_mask)
+        if fused is not None:       # decoding on CPU: a C++ op per layer, the same bits
+            return draftcpu.forward(self, fused, target_feats, noise_emb, ctx_positions, blk_positions, cache)
         cfg = self.cfg
         ctx = self.hidden_norm(self.fc(target_feats))
         rope_ctx = rope_cos_sin(ctx_positions, cfg.head_dim, cfg.rope_theta, noise_emb.dtype)
