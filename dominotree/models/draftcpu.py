@@ -9,7 +9,7 @@ small torch ops per layer, and their dispatch, not the products, was most of the
   layer-normed) and of the block rows (``input_layernorm``), q_norm / k_norm, RoPE, non-causal
   attention of the block rows over [committed context ; new context ; block], o_proj, residual,
   post-attention norm, SiLU-gated MLP, residual;
-- RoPE rows read from a table made once per drafter by ``drafter.rope_cos_sin``;
+- RoPE rows read from a table made once per drafter (``Drafter.rope_rows``);
 - the keys/values in ``DraftCache``'s preallocated buffer ``[layers, 2, kv_heads, capacity,
   head_dim]``: a round writes its new context after the committed positions and its block after
   that, then commits the context only (the block's rows are overwritten next round), so nothing
@@ -27,10 +27,10 @@ from __future__ import annotations
 import torch
 
 from .cpuext import available
+from .draftcache import DraftCache
 from .linear import routed_product
 
 FUSED = True          # module switch for A/B measurements (scripts/draft_ab.py)
-MIN_ROPE_ROWS = 1024
 
 
 def _layer_products(layer) -> tuple | None:
@@ -103,28 +103,13 @@ def layer_weights(drafter, target_feats: torch.Tensor, noise_emb: torch.Tensor, 
     return fused_weights(drafter)
 
 
-def _rope_rows(drafter, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin rows [len(positions), head_dim] from a table made once (grown when needed)."""
-    from .drafter import rope_cos_sin
-    cfg = drafter.cfg
-    need = int(positions.max()) + 1 if positions.numel() else 0
-    table = drafter.__dict__.get("_rope_table")
-    if table is None or table[0].shape[0] < need:
-        rows = max(MIN_ROPE_ROWS, need, 2 * (0 if table is None else table[0].shape[0]))
-        table = drafter.__dict__["_rope_table"] = rope_cos_sin(torch.arange(rows), cfg.head_dim, cfg.rope_theta,
-                                                               torch.float32)
-    return table[0].index_select(0, positions), table[1].index_select(0, positions)
-
-
-def forward(drafter, weights: list, target_feats: torch.Tensor, noise_emb: torch.Tensor, ctx_positions: torch.Tensor,
-            blk_positions: torch.Tensor, cache=None) -> torch.Tensor:
-    """``Drafter.forward`` with ``layer_weights``' ``weights`` (the other arguments and the result
-    as there)."""
-    from .drafter import DraftCache
+def forward(drafter, weights: list, target_feats: torch.Tensor, noise_emb: torch.Tensor, cos: torch.Tensor,
+            sin: torch.Tensor, cache: DraftCache | None = None) -> torch.Tensor:
+    """``Drafter.forward`` with ``layer_weights``' ``weights`` and the RoPE rows ``cos``/``sin`` of
+    the context's positions, then the block's (the other arguments and the result as there)."""
     cfg = drafter.cfg
     ctx = drafter.hidden_norm(drafter.fc(target_feats))[0].contiguous()
     c, n = ctx.shape[0], noise_emb.shape[1]
-    cos, sin = _rope_rows(drafter, torch.cat([ctx_positions, blk_positions]))
     cache = DraftCache() if cache is None else cache
     past = cache.length
     kv = cache.reserve(len(weights), cfg.num_key_value_heads, cfg.head_dim, past + c + n)

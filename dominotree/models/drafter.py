@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import CheckpointError  # defined with every user error in errors.py; importable here
 from . import draftcpu
+from .draftcache import DraftCache  # noqa: F401 - importable here (decode.py)
 
 DOMINO_PROJECTORS = ("domino", "causal_v5")
 
@@ -258,57 +259,6 @@ class DraftLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x)), kv
 
 
-class DraftCache:
-    """Per layer, the context keys/values of committed positions (never the block's noise).
-
-    Held as the Python forward's per-layer ``(k, v)`` [B, kv_heads, length, head_dim], or for the
-    fused CPU forward (``draftcpu``) as one buffer ``[layers, 2, kv_heads, capacity, head_dim]``
-    whose first ``length`` positions are committed (a round writes its block after them and
-    commits only its context). ``kv`` reads either; setting it keeps the given tensors."""
-
-    def __init__(self):
-        self._kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.buf: torch.Tensor | None = None
-        self._length = 0
-
-    @property
-    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        if self.buf is None:
-            return self._kv
-        n = self._length
-        return [(b[0, :, :n][None], b[1, :, :n][None]) for b in self.buf]
-
-    @kv.setter
-    def kv(self, value: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        self._kv, self.buf, self._length = list(value), None, 0
-
-    @property
-    def length(self) -> int:
-        if self.buf is not None:
-            return self._length
-        return self._kv[0][0].shape[2] if self._kv else 0
-
-    def reserve(self, layers: int, kv_heads: int, head_dim: int, need: int) -> torch.Tensor:
-        """The float32 CPU buffer with room for ``need`` positions (capacity doubles; the committed
-        positions are copied on growth, and once from ``kv`` when the Python forward filled it)."""
-        cap = 0 if self.buf is None else self.buf.shape[3]
-        if need <= cap:
-            return self.buf
-        n = self.length
-        buf = torch.empty(layers, 2, kv_heads, max(256, need, 2 * cap), head_dim)
-        if self.buf is not None:
-            buf[:, :, :, :n] = self.buf[:, :, :, :n]
-        else:
-            for i, (k, v) in enumerate(self._kv):    # batch 1
-                buf[i, 0, :, :n], buf[i, 1, :, :n] = k[0], v[0]
-        self.buf, self._kv, self._length = buf, [], n
-        return buf
-
-    def commit(self, length: int) -> None:
-        """The buffer's first ``length`` positions are committed context."""
-        self._length = length
-
-
 class Drafter(nn.Module):
     """DFlash backbone (+ Domino head when ``cfg.is_domino``)."""
 
@@ -338,7 +288,8 @@ class Drafter(nn.Module):
         """
         fused = draftcpu.layer_weights(self, target_feats, noise_emb, attn_mask)
         if fused is not None:       # decoding on CPU: a C++ op per layer, the same bits
-            return draftcpu.forward(self, fused, target_feats, noise_emb, ctx_positions, blk_positions, cache)
+            cos, sin = self.rope_rows(torch.cat([ctx_positions, blk_positions]))
+            return draftcpu.forward(self, fused, target_feats, noise_emb, cos, sin, cache)
         cfg = self.cfg
         ctx = self.hidden_norm(self.fc(target_feats))
         rope_ctx = rope_cos_sin(ctx_positions, cfg.head_dim, cfg.rope_theta, noise_emb.dtype)
@@ -352,6 +303,16 @@ class Drafter(nn.Module):
         if cache is not None:
             cache.kv = new_kv
         return self.norm(x)
+
+    def rope_rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 ``rope_cos_sin`` rows of ``positions`` from a table made once (grown when needed)."""
+        need = int(positions.max()) + 1 if positions.numel() else 0
+        table = self.__dict__.get("_rope_table")
+        if table is None or table[0].shape[0] < need:
+            rows = max(1024, need, 2 * (0 if table is None else table[0].shape[0]))
+            table = self.__dict__["_rope_table"] = rope_cos_sin(torch.arange(rows), self.cfg.head_dim,
+                                                                self.cfg.rope_theta, torch.float32)
+        return table[0].index_select(0, positions), table[1].index_select(0, positions)
 
     # --- Domino head -------------------------------------------------------------------
     def gru_step(self, emb: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
