@@ -9,6 +9,7 @@ caches are ``fast.KVCache``; the same ``cache_*`` functions handle both kinds.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -80,6 +81,13 @@ def cache_compact(cache, start: int, keep_rows: list[int]) -> None:
         tail = t.index_select(-2, idx)
         return torch.cat([t[..., :start, :], tail], dim=-2)
     cache_apply(cache, fn)
+
+
+def cache_keyword(model) -> str:
+    """The keyword ``model.forward`` takes its KV cache by: ``cache`` in transformers 5.2x,
+    ``past_key_values`` before. Read from the signature, since older releases swallow an unknown
+    ``cache=`` in ``**kwargs`` and would run without the cache instead of raising."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 @dataclass
@@ -165,10 +173,8 @@ class Target:
             kw["attention_mask"] = mask
         if last_only:
             kw["logits_to_keep"] = 1
-        try:
-            out = self.model(cache=cache, **kw)
-        except TypeError:  # transformers releases before the `cache=` keyword
-            out = self.model(past_key_values=cache, **kw)
+        kw[cache_keyword(self.model)] = cache
+        out = self.model(**kw)
         feats = None
         if taps:
             feats = torch.cat([out.hidden_states[l + 1] for l in taps], dim=-1)

@@ -30,6 +30,8 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from ..models.target import cache_keyword
+
 GROUPED_ATTENTION = "dominotree_grouped_sdpa"
 
 
@@ -218,10 +220,12 @@ class SlotGenerator:
         """Logits of rows ``need`` only: a prompt token before the last has no use for the LM head,
         which is a fifth of a step's products at SmolLM2's 49k vocabulary."""
         if self._split is None:
-            out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True)
+            out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                             **{cache_keyword(self.model): cache})
             return out.logits[need, -1]
         body, head = self._split
-        h = body(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True).last_hidden_state
+        h = body(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                 **{cache_keyword(body): cache}).last_hidden_state
         return head(h[need, -1])
 
     @torch.inference_mode()
