@@ -27,22 +27,18 @@ measured remainder, a tree at ``C_v(b; l)`` plus the tree's. A tree is chosen on
 at least ``AR_MARGIN`` faster than ``ar``; otherwise ``auto`` decodes plainly and says why
 (``AutoChoice.reason``).
 
-Both files are measured per machine, target weights and dtype, and kept in
-``~/.cache/dominotree/auto/<preset>_<device>_<cpu>_<weights>_<dtype>/`` (``machine_dir``); a file
-under ``results/`` is used only when it was made on this kind of CPU (model name, ISA, family and
-model numbers, cores) with these weights and dtype. Another machine's file is never borrowed:
-``--budget auto`` measures on first use (``python -m dominotree calibrate-budget`` does it
-separately; the explorer has a button).
+Both files are measured per machine, target weights, dtype and drafters (``autofiles``: where
+they live and which fit); another machine's file is never borrowed: ``--budget auto`` measures on
+first use (``python -m dominotree calibrate-budget`` does it separately; the explorer has a button).
 """
 from __future__ import annotations
 
 import json
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import CHAIN_METHODS, DecodeConfig
+from .autofiles import auto_paths, drafters_id, other_machine
 from .costmodel import device_slug
 from .jsonfile import write_json_atomic
 from .tree import Tree, accept_walk
@@ -205,14 +201,6 @@ def explain(rows: list[dict], budget: int) -> str:
             f"tokens, predicted {r['speedup']:.2f}x ar")
 
 
-def default_path(preset: str, device, method: str, draft_vocab: int = 0) -> Path:
-    """``results/budget_<preset>_<device>_<method>[_v<N>].json`` (relative to the working
-    directory; ``_v<N>`` for a run whose drafters score a draft vocabulary of N tokens)."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", preset or "custom")
-    vocab = f"_v{draft_vocab}" if draft_vocab else ""
-    return Path("results") / f"budget_{slug}_{device_slug(device)}_{method}{vocab}.json"
-
-
 def load_calibration(path: str | Path) -> Calibration:
     from .errors import UserError
     path = Path(path)
@@ -261,69 +249,6 @@ class AutoChoice:
                 "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in self.curve]}
 
 
-def machine_dir(preset: str, device, weights: str | None, dtype: str) -> Path:
-    """Where this machine keeps the files of ``--budget auto`` for a pair, weights and dtype:
-    ``$DOMINOTREE_CACHE/auto/<preset>_<device>_<cpu signature>_<weights>_<dtype>``."""
-    import torch
-    from .machine import cpu_signature
-    from .models.smollm2 import cache_root
-    slug = lambda x: re.sub(r"[^A-Za-z0-9_.-]+", "-", str(x))   # noqa: E731
-    cpu = cpu_signature() if torch.device(device).type == "cpu" else ""
-    parts = [preset or "custom", device_slug(device), cpu, weights or dtype, dtype]
-    return cache_root() / "auto" / "_".join(slug(p) for p in parts if p)
-
-
-def not_made_here(meta: dict, device, weights: str | None, dtype: str) -> list[str]:
-    """Why a profile or calibration (its ``meta``) does not fit this machine, weights and dtype;
-    empty when it does. A file that does not record one of them does not fit: costs and the best
-    budget do not carry across CPUs (Zen 4 and Zen 5 share "AMD EPYC" and the ISA flags), weights
-    or dtypes."""
-    import torch
-    from .machine import cpu_isa, cpu_model, cpu_signature
-    made = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
-    want = {"dtype": (meta.get("dtype"), dtype)}
-    if weights is not None:
-        want["weights"] = (meta.get("weights"), weights)
-    if torch.device(device).type == "cpu":
-        for k, here in (("cpu", cpu_model()), ("cpu_isa", cpu_isa()), ("cpu_signature", cpu_signature()),
-                        ("cpu_count", os.cpu_count())):
-            want[k] = (made.get(k), here)
-    elif torch.cuda.is_available():
-        want["gpu"] = (made.get("gpu"), torch.cuda.get_device_name(torch.device(device)))
-    return [f"{k} {have!r} (here {here!r})" for k, (have, here) in want.items() if have != here]
-
-
-def _meta(path: Path) -> dict:
-    try:
-        d = json.loads(path.read_text())
-        return d.get("meta") or {} if isinstance(d, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def auto_paths(preset: str, device, method: str, cost_model_path=None, calibration_path=None,
-               draft_vocab: int = 0, weights: str | None = None, dtype: str | None = None) -> tuple[Path, Path]:
-    """The verify-cost profile and the calibration of this run: the given ones, else the first of
-    this machine's (``machine_dir``) and the committed ``results/`` file that was made here with
-    these weights and dtype, else where this machine's will be saved once measured (a
-    draft-vocabulary run has its own ``_v<N>`` calibration)."""
-    from .costmodel import default_path as cost_path
-    here = machine_dir(preset, device, weights, dtype or "float32")
-    vocab = f"_v{draft_vocab}" if draft_vocab else ""
-
-    def pick(given, mine: Path, committed: Path) -> Path:
-        if given:
-            return Path(given)
-        if dtype is None:           # no way to tell: the committed default, as before
-            return committed
-        for p in (mine, committed):
-            if p.is_file() and not not_made_here(_meta(p), device, weights, dtype):
-                return p
-        return mine
-    return (pick(cost_model_path, here / "cost_model.json", cost_path(preset, device)),
-            pick(calibration_path, here / f"budget_{method}{vocab}.json", default_path(preset, device, method, draft_vocab)))
-
-
 def check_auto_method(method: str) -> None:
     from .errors import UserError
     if method not in AUTO_METHODS:
@@ -367,21 +292,13 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         made = cal.meta.get("draft_vocab", 0) or "the full"
         warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
                      f"{draft_vocab or 'the full one'}",)
+    did = drafters_id(preset)
+    if did and cal.meta.get("drafters") != did:
+        warnings += (f"the budget calibration was made with other drafters ({cal.meta.get('drafters') or 'not recorded'}"
+                     f"; this run's are {did}): their acceptance differs, recalibrate",)
     rows = curve(cal, cm)
     budget = _choose(rows)
     return AutoChoice(method, budget, kpath, cpath, cal.meta.get("created"), warnings, rows, explain(rows, budget))
-
-
-def other_machine(made_on: dict | None, device, what: str) -> tuple[str, ...]:
-    """A warning when ``what`` was measured on another kind of CPU (its model, vector ISA or core
-    count differ from this one's): costs, and so the best budget, do not carry across CPUs."""
-    import torch
-    if not isinstance(made_on, dict) or torch.device(device).type != "cpu":
-        return ()
-    from .machine import cpu_isa, cpu_model
-    here = {"cpu": cpu_model(), "cpu_isa": cpu_isa(), "cpu_count": os.cpu_count()}
-    diff = [f"{k} {made_on[k]!r} (here {v!r})" for k, v in here.items() if made_on.get(k) not in (None, v)]
-    return (f"the {what} was made on another machine: {', '.join(diff)}; recalibrate here",) if diff else ()
 
 
 def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "float32", weights: str | None = None) \

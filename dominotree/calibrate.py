@@ -21,8 +21,8 @@ import sys
 import time
 from dataclasses import replace
 
-from .autobudget import (AUTO_METHODS, Calibration, auto_choice, auto_paths, check_auto_method, default_path,
-                         prefix_accept, require_profile)
+from .autobudget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
+from .autofiles import auto_paths, calibration_name, drafters_id
 from .config import DecodeConfig, TreeConfig, default_builder
 
 BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -110,7 +110,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
         dec.build, dec.draft, dec.read_all_rows = real_build, real_draft, all_rows
     from .machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
-            "weights": dec.target.weights, "builder": builder,
+            "weights": dec.target.weights, "drafters": drafters_id(dec.pair.name), "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -162,7 +162,7 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     profile of this dtype, then the budget calibration of ``method`` (for ``draft_vocab``). The
     explorer's "Calibrate this machine" button; about two minutes for the embedded pair on a 2-core
     CPU. ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
-    from .autobudget import machine_dir
+    from .autofiles import machine_dir
     from .decode import Decoder
     from .costprofile import profile
     pair = decoder.pair
@@ -176,5 +176,5 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     say(f"timing ar and {method} at budgets 1 to {budget_max} on {3 * per_category} held-out prompts")
     cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
                     progress=False, draft_vocab=draft_vocab)
-    kpath = cal.save(here / f"budget_{method}{f'_v{draft_vocab}' if draft_vocab else ''}.json")
+    kpath = cal.save(here / calibration_name(method, draft_vocab, pair.name))
     return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=weights)

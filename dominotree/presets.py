@@ -9,6 +9,8 @@ a transformers target folder + drafter folders in the released checkpoint format
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +29,9 @@ from .models.target import Target
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_PRESET = "smollm2"
 EMBEDDED_DRAFTERS = ASSETS / "drafters"      # the embedded pair's drafter folders and draft-vocab.json
+# The embedded pair's drafters, block 8 (issue 29: trained here on the target's own distribution;
+# results/acceptance/issue29-*-b8/); every module and test that opens them reads this table.
+EMBEDDED_DRAFTER_DIRS = {kind: EMBEDDED_DRAFTERS / f"smollm2-{kind}-b8" for kind in ("dflash", "domino")}
 
 # The draft vocabulary (tokens) a preset's drafters score by default, when its ranked file
 # (``draft-vocab.json`` beside the drafters) is there; every other preset and custom pairs score
@@ -264,7 +269,7 @@ def preset_paths(name: str) -> dict[str, str]:
         from .models.smollm2 import gguf_path
         paths = {"target": str(ensure_smollm2()), "gguf": str(gguf_path())}
         for kind in ("dflash", "domino"):
-            p = EMBEDDED_DRAFTERS / f"smollm2-{kind}-b16"
+            p = EMBEDDED_DRAFTER_DIRS[kind]
             if (p / "config.json").is_file():
                 paths[kind] = str(p)
         return paths
@@ -363,7 +368,20 @@ def smollm2_installed() -> bool:
 
 
 def embedded_drafters_present() -> bool:
-    return all((EMBEDDED_DRAFTERS / f"smollm2-{k}-b16" / "config.json").is_file() for k in ("dflash", "domino"))
+    return all((p / "config.json").is_file() for p in EMBEDDED_DRAFTER_DIRS.values())
+
+
+@functools.lru_cache(maxsize=None)
+def embedded_drafters_id() -> str:
+    """12 hex digits naming the shipped drafters' weights (from their safetensors digests; empty
+    when they are missing), so files measured with other drafters (``--budget auto``'s
+    calibrations) are not taken for theirs."""
+    from .models.checkpoint import weights_digest
+    try:
+        digests = [f"{kind}:{weights_digest(p)}" for kind, p in sorted(EMBEDDED_DRAFTER_DIRS.items())]
+    except CheckpointError:
+        return ""
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:12]
 
 
 def default_preset() -> str:

@@ -42,7 +42,7 @@ def embedded_pair(device: str, dtype: torch.dtype):
     from dominotree.models.checkpoint import check_pair, load_drafter
     from dominotree.models.fast import FastModel, fast_support
     from dominotree.models.target import Target
-    from dominotree.presets import ASSETS, Pair
+    from dominotree.presets import EMBEDDED_DRAFTER_DIRS, Pair
     cfg = LlamaConfig(**SMOLLM2)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -51,7 +51,7 @@ def embedded_pair(device: str, dtype: torch.dtype):
     fast = FastModel(model) if fast_support(cfg) is None else None
     pair = Pair(Target(model, None, name="smollm2-shaped-random", fast=fast), name="embedded-drafters")
     for kind in ("dflash", "domino"):
-        d = load_drafter(ASSETS / "drafters" / f"smollm2-{kind}-b16", dtype=dtype, device=device)
+        d = load_drafter(EMBEDDED_DRAFTER_DIRS[kind], dtype=dtype, device=device)
         check_pair("dominotree" if kind == "domino" else "ddtree", d.cfg, pair.target)
         pair.drafters[kind] = d
     return pair

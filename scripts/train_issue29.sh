@@ -25,8 +25,10 @@ SCHEDULE=${2:-25}
 ARM=${ARM:-soft}
 TAG=${TAG:-$ARM}
 SKIP=${SKIP:-0}
-FROM_DFLASH=${FROM_DFLASH:-assets/drafters/smollm2-dflash-b16}
-FROM_DOMINO=${FROM_DOMINO:-assets/drafters/smollm2-domino-b16}
+# default: continue the shipped block-8 pair (the first experiment started from the block-16 pair
+# that assets/drafters shipped until 2026-12-04: git show 5c1d333:assets/drafters/...)
+FROM_DFLASH=${FROM_DFLASH:-assets/drafters/smollm2-dflash-b8}
+FROM_DOMINO=${FROM_DOMINO:-assets/drafters/smollm2-domino-b8}
 OUT=results/train-issue29/$TAG
 FT=data/ft29-$TAG
 PY=${PY:-.venv/bin/python}

@@ -194,7 +194,8 @@ def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_pat
     """What the explorer and bench use: this machine's files (its cache, or a committed results/ file
     made here with these weights and dtype); another machine's, weights' or dtype's file is never
     borrowed. Missing: one line naming the command that measures them; nothing is written."""
-    from dominotree.autobudget import apply_auto, auto_available, auto_choice, auto_paths, default_path, machine_dir
+    from dominotree.autobudget import apply_auto, auto_available, auto_choice
+    from dominotree.autofiles import auto_paths, calibration_name, default_path, drafters_id, machine_dir
     from dominotree.config import DecodeConfig
     from dominotree.costmodel import default_path as cost_path
     from dominotree.errors import UserError
@@ -219,12 +220,25 @@ def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_pat
     cm.meta["hardware"]["cpu_signature"] = cal.meta["hardware"]["cpu_signature"] = "AuthenticAMD-25-17"
     cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
     here = machine_dir("smollm2", "cpu", "int4-q8", "float32")
+    did = drafters_id("smollm2")          # the shipped drafters' id: part of the calibration's name
+    assert len(did) == 12 and calibration_name("dominotree", 8192, "smollm2") == f"budget_dominotree_v8192_d{did}.json"
     assert auto_paths("smollm2", "cpu", "dominotree", weights="int4-q8", dtype="float32") == \
-        (here / "cost_model.json", here / "budget_dominotree.json")
+        (here / "cost_model.json", here / f"budget_dominotree_d{did}.json")
     with pytest.raises(UserError, match="made on this machine"):
         auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
-    # made here: the committed ones are used, without a warning
-    _made_here(cm, weights="int4-q8"); _made_here(cal, weights="int4-q8", preset="smollm2")
+    # made here, but the calibration with other drafters (or none recorded): not used
+    _made_here(cm, weights="int4-q8")
+    for other in ({}, {"drafters": "0123456789ab"}):
+        cal.meta.pop("drafters", None)
+        _made_here(cal, weights="int4-q8", preset="smollm2", **other)
+        cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
+        with pytest.raises(UserError, match="made on this machine"):
+            auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
+    given = auto_choice("smollm2", "cpu", "dominotree", "float32", calibration_path=default_path("smollm2", "cpu", "dominotree"),
+                        weights="int4-q8")                         # given by hand: used, with a warning
+    assert any("made with other drafters (0123456789ab" in w for w in given.warnings)
+    # made here with these drafters: the committed ones are used, without a warning
+    _made_here(cm, weights="int4-q8"); _made_here(cal, weights="int4-q8", preset="smollm2", drafters=did)
     cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
     ch = auto_choice("smollm2", "cpu", "dominotree", "float32", weights="int4-q8")
     assert ch.budget == choose(cal, cm) and ch.calibration == default_path("smollm2", "cpu", "dominotree")
@@ -321,7 +335,7 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     import types
     pytest.importorskip("gradio")
 
-    from dominotree.autobudget import default_path
+    from dominotree.autofiles import default_path
     from dominotree.config import DecodeConfig, TreeConfig
     from dominotree.costmodel import default_path as cost_path
     from ui.backend import ModelChoice

@@ -15,13 +15,13 @@ import pytest
 
 from dominotree import presets
 from dominotree.config import ConfigError, DecodeConfig, TreeConfig
-from dominotree.presets import EMBEDDED_DRAFTERS, Pair, default_draft_vocab
+from dominotree.presets import EMBEDDED_DRAFTER_DIRS, EMBEDDED_DRAFTERS, Pair, default_draft_vocab
 
 N = 64          # the tiny pair's default in these tests
 
 
 def embedded_paths() -> dict:
-    return {k: str(EMBEDDED_DRAFTERS / f"smollm2-{k}-b16") for k in ("dflash", "domino")}
+    return {k: str(p) for k, p in EMBEDDED_DRAFTER_DIRS.items()}
 
 
 @pytest.fixture

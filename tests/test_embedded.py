@@ -10,7 +10,7 @@ import pytest
 
 from dominotree.config import DecodeConfig
 from dominotree.models.checkpoint import check_pair, load_drafter, read_config
-from dominotree.presets import ASSETS, DEFAULT_PRESET
+from dominotree.presets import DEFAULT_PRESET, EMBEDDED_DRAFTER_DIRS
 
 METHODS = ["ar", "dflash", "ddtree", "domino", "dominotree", "marg", "condstatic"]
 PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a string.",
@@ -34,9 +34,9 @@ def test_default_preset_is_the_embedded_pair(smol):
 @pytest.mark.slow   # the embedded SmolLM2
 @pytest.mark.parametrize("kind", ["dflash", "domino"])
 def test_shipped_checkpoints_pass_release_format_checks(smol, kind):
-    folder = ASSETS / "drafters" / f"smollm2-{kind}-b16"
+    folder = EMBEDDED_DRAFTER_DIRS[kind]
     raw = json.loads((folder / "config.json").read_text())
-    assert raw["architectures"] == ["DFlashDraftModel"] and raw["block_size"] == 16
+    assert raw["architectures"] == ["DFlashDraftModel"] and raw["block_size"] == 8
     assert raw["dflash_config"]["mask_token_id"] < 49152
     cfg = read_config(folder)
     assert cfg.kind == kind and cfg.shift_label == (kind == "domino")
@@ -49,8 +49,7 @@ def test_shipped_checkpoints_pass_release_format_checks(smol, kind):
 
 
 def test_shipped_weights_fit_the_size_budget():
-    size = sum(f.stat().st_size for k in ("dflash", "domino")
-               for f in (ASSETS / "drafters" / f"smollm2-{k}-b16").iterdir())
+    size = sum(f.stat().st_size for p in EMBEDDED_DRAFTER_DIRS.values() for f in p.iterdir())
     assert size <= 60 * 10**6, size     # both drafters together, bf16
 
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from ..acceptance import MAX_D, reach
+from .figures import palette_png
 
 LOOP_N = 5
 BUDGETS = (1, 2, 4, 8, 16)
@@ -233,6 +234,7 @@ def write_outputs(res: dict, out: Path, png: bool = True) -> list[Path]:
     if png:
         try:
             figure(res).write_image(str(out / "acceptance.png"), scale=2)
+            palette_png(out / "acceptance.png")
             paths.append(out / "acceptance.png")
         except Exception as e:   # no kaleido / Chromium: the numbers are written anyway
             print(f"warning: no PNG ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__})", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 Rounds are random draft blocks (peaked random base logits, random backbone states z) on a Domino
 head at two sets of shapes: the embedded pair's (the shipped drafter and SmolLM2's embedding when
-``assets/drafters/smollm2-domino-b16`` is present, else random weights with its shapes) and the
+``assets/drafters/smollm2-domino-b8`` is present, else random weights with its shapes) and the
 published Qwen3-4B Domino head's with random weights. Every builder builds every round from its
 own scorer on the same block (so its lazily prepared depths count), interleaved in rotating order
 after warm-up, next to DDTree's build stage on the same block; the tree and menus of each builder
@@ -35,7 +35,6 @@ SHAPES = {
     "embedded": dict(hidden=576, vocab=49152, gru=256, emb=128, topm=64, topk=8, budget=16, depth=16),
     "qwen3-4b": dict(hidden=2560, vocab=151936, gru=1024, emb=256, topm=64, topk=8, budget=16, depth=16),
 }
-EMBEDDED_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafters" / "smollm2-domino-b16"
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -57,12 +56,14 @@ def random_head(hidden: int, vocab: int, gru: int, emb: int, seed: int = 0, dtyp
 
 def embedded_head(dtype, device) -> tuple[Drafter, torch.nn.Module, str]:
     """The shipped embedded Domino drafter with SmolLM2's embedding, or random weights."""
-    if (EMBEDDED_DRAFTER / "config.json").is_file():
+    from ..presets import EMBEDDED_DRAFTER_DIRS
+    folder = EMBEDDED_DRAFTER_DIRS["domino"]
+    if (folder / "config.json").is_file():
         try:
             from ..models.checkpoint import load_drafter
             from ..models.smollm2 import ensure_smollm2
             from ..presets import load_target
-            drafter = load_drafter(EMBEDDED_DRAFTER, dtype=dtype, device=device)
+            drafter = load_drafter(folder, dtype=dtype, device=device)
             target = load_target(ensure_smollm2(), dtype, device)
             return drafter.eval(), target.embed, "assets"
         except Exception as e:  # fall back to random weights with the same shapes

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from .. import pairargs
-from ..autobudget import AUTO_METHODS, choose, curve, default_path, require_profile
+from ..autobudget import AUTO_METHODS, choose, curve, require_profile
+from ..autofiles import calibration_name
 from ..calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
 from ..config import TreeConfig
 from ..errors import UserError
@@ -38,10 +39,10 @@ def main(argv=None) -> int:
                                     "pair's own, as generate and bench run it: 8192 for the embedded smollm2 pair, "
                                     "the full vocabulary for others; 0: the full vocabulary)")
     p.add_argument("--cost-model", default=None, help="verify-cost profile (default: this machine's, "
-                   "measured now when it has none: autobudget.machine_dir)")
+                   "measured now when it has none: autofiles.machine_dir)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default=None, help="default: this machine's budget_<method>[_v<N>].json "
-                   "(autobudget.machine_dir, where --budget auto looks)")
+                   "(autofiles.machine_dir, where --budget auto looks)")
     a = p.parse_args(argv)
     if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1:
         raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1")
@@ -50,10 +51,10 @@ def main(argv=None) -> int:
         torch.set_num_threads(a.threads)
     pair = pairargs.load_pair_from_args(a)
     a.draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
-    from ..autobudget import machine_dir
+    from ..autofiles import machine_dir
     from ..costmodel import load_cost_model
     here = machine_dir(pair.name, pair.target.device, pair.target.weights, a.dtype)
-    out = Path(a.out) if a.out else here / f"budget_{a.method}{f'_v{a.draft_vocab}' if a.draft_vocab else ''}.json"
+    out = Path(a.out) if a.out else here / calibration_name(a.method, a.draft_vocab, pair.name)
     cpath = Path(a.cost_model) if a.cost_model else here / "cost_model.json"
     if a.cost_model or cpath.is_file():
         cm = require_profile(cpath, pair.name, a.dtype)

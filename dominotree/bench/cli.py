@@ -146,7 +146,7 @@ def calibration_file(given: str | None, pair, method: str, draft_vocab: int) -> 
     own default file name (so ``dominotree@auto`` and ``dominotree@auto/v8192`` each read theirs)."""
     if given is None or not Path(given).is_dir():
         return given
-    from ..autobudget import default_path
+    from ..autofiles import default_path
     return str(Path(given) / default_path(pair.name, pair.target.device, method, draft_vocab).name)
 
 

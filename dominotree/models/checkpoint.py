@@ -103,6 +103,27 @@ def expand_bytes(blob: bytes) -> bytes:
     return data
 
 
+def weights_digest(folder: str | Path) -> str:
+    """The sha256 (hex) of a drafter folder's safetensors bytes, read as ``load_drafter`` reads
+    them (the plain file where present, else the compact one, whose header stores that digest:
+    both forms of the same weights give the same value)."""
+    folder = Path(folder)
+    plain, compact = folder / "model.safetensors", folder / "model.safetensors.bp"
+    if plain.is_file():
+        h = hashlib.sha256()
+        with plain.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    if compact.is_file():
+        with compact.open("rb") as f:
+            head = f.read(len(_MAGIC) + 32)
+        if head.startswith(_MAGIC) and len(head) == len(_MAGIC) + 32:
+            return head[len(_MAGIC):].hex()
+        raise CheckpointError(f"cannot read {compact.name}: not a compact safetensors file (bad magic)")
+    raise CheckpointError(f"no model.safetensors in {folder}")
+
+
 def compact_folder(folder: str | Path) -> Path:
     """Replace a folder's ``model.safetensors`` by ``model.safetensors.bp`` (checked to expand to
     the same bytes first); returns the new file."""
