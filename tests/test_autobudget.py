@@ -6,6 +6,7 @@ line when the verify-cost profile is missing; the explorer's auto control.
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -323,7 +324,13 @@ def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_pat
     assert [m["budget"] for m in run["methods"] if m["label"] == "dominotree@auto"] == [b]
     res = summarize(tmp_path / "o")
     res["auto_budget"] = run["auto_budget"]
-    assert auto_budget_figure(res) is not None
+    fig = auto_budget_figure(res)
+    # legends name the variant (two auto variants of one method stay apart), and the "auto = b" note
+    # sits at b on the log axis (log10 b: an annotation at b itself was drawn at 10**b)
+    assert {t.name for t in fig.data if t.showlegend is not False} >= {"dominotree@auto: calibration",
+                                                                       "dominotree@auto: measured here"}
+    notes = [a for a in fig.layout.annotations if a.text == f"auto = {b}"]
+    assert len(notes) == 1 and notes[0].x == pytest.approx(math.log10(max(b, 1)))
 
 
 # --- in the explorer ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ All images of a run are written in one kaleido batch (one browser start).
 from __future__ import annotations
 
 import io
+import math
 import re
 import sys
 from pathlib import Path
@@ -214,25 +215,29 @@ def auto_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
     df = res["summary"]
     t0 = float(res["temps"][0])
     fig = make_subplots(rows=1, cols=2, subplot_titles=["tau (tokens per round)", "tokens/s"])
+    vocab = lambda lab: lab.split("/", 1)[1] if "/" in lab else ""      # noqa: E731 ("v8192" of "x@auto/v8192")
     for i, (label, info) in enumerate(auto.items()):
         c = PALETTE[i % len(PALETTE)]
         xs = [r["budget"] for r in info["curve"]]
         fig.add_trace(go.Scatter(x=xs, y=[r["tau"] for r in info["curve"]], mode="lines", line_color=c,
-                                 name=f"{info['method']}: calibration"), row=1, col=1)
+                                 name=f"{label}: calibration"), row=1, col=1)
         fig.add_trace(go.Scatter(x=xs, y=[r["predicted_tokens_per_s"] for r in info["curve"]], mode="lines",
                                  line_color=c, showlegend=False), row=1, col=2)
         sub = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == info["method"])]
-        sub = sub.sort_values("budget")
+        sub = sub[[vocab(lab) == vocab(label) for lab in sub["label"]]].sort_values("budget")
         for j, y in enumerate(("tau", "tokens_per_s"), start=1):
             fig.add_trace(go.Scatter(x=[int(b) for b in sub["budget"]], y=[float(v) for v in sub[y]], mode="markers",
                                      marker=dict(color=c, size=9, symbol="circle-open", line_width=2),
-                                     text=list(sub["label"]), name=f"{info['method']}: measured here",
+                                     text=list(sub["label"]), name=f"{label}: measured here",
                                      showlegend=j == 1), row=1, col=j)
-        fig.add_vline(x=info["budget"], line_dash="dot", line_color=c, annotation_text=f"auto = {info['budget']}")
+        fig.add_vline(x=info["budget"], line_dash="dot", line_color=c)
+        # a log axis places annotations at log10(x) (a vline's own annotation would sit at 10**b)
+        fig.add_annotation(x=math.log10(max(info["budget"], 1)), xref="x", y=0.02 + 0.07 * i, yref="paper",
+                           text=f"auto = {info['budget']}", showarrow=False, xanchor="left", font_color=c)
     ar = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == "ar")]
     if len(ar):
         fig.add_hline(y=float(ar["tokens_per_s"].iloc[0]), line_dash="dash", line_color="#999999",
-                      annotation_text="ar (measured)", row=1, col=2)
+                      annotation_text="ar (measured)", annotation_position="bottom right", row=1, col=2)
     fig.update_xaxes(type="log", title_text="node budget b")
     fig = _layout(fig, f"--budget auto: the budget curve from one calibration run (T = {res['temps'][0]})", hardware,
                   width=1000)
