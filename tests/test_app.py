@@ -373,8 +373,8 @@ def test_pane_marks_an_output_that_differs_from_ar(tiny_decoder):
     """In bf16 a pane whose text differs from ar's gets the near-tie diagnosis at the first
     differing token (here forced by editing one token of a float32 run)."""
     from dominotree.config import DecodeConfig
-    from ui.events import diagnose_ties, tie_html
-    from ui.panes import render_panes
+    from ui.panes import render_panes, tie_html
+    from ui.run_events import diagnose_ties
     ar = tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=6))
     other = tiny_decoder.generate(PROMPT, DecodeConfig(method="dominotree", max_new_tokens=6))
     other.token_ids[3] = (other.token_ids[3] + 1) % 100

@@ -15,8 +15,10 @@ from dominotree.trace import MAX_TRACE_BYTES
 from .backend import Backend
 from .controls import build_controls
 from .costpanel import build_cost_panel
-from .events import PAGE_JS, WATCHDOG_S, status_html, wire
+from .context import status_html
+from .events import wire
 from .files import build_exports, build_import
+from .page_sync import PAGE_JS, WATCHDOG_S
 from .panes import build_panes
 from .rebuild_view import build_rebuild
 from .round_view import build_round_details, build_round_view, build_topm, build_whatif
@@ -62,7 +64,7 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
                 c.update(build_topm())
                 c.update(build_summary())
                 c.update(build_cost_panel())
-        # clicked by the page's script when it has drawn a streamed update (events.PAGE_JS)
+        # clicked by the page's script when it has drawn a streamed update (page_sync.PAGE_JS)
         c["drawn"] = gr.Button("drawn", elem_id="drawn", elem_classes=["dt-offscreen"])
         wire(backend, c, demo)
     return demo
