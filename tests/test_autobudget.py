@@ -329,8 +329,14 @@ def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_pat
     # sits at b on the log axis (log10 b: an annotation at b itself was drawn at 10**b)
     assert {t.name for t in fig.data if t.showlegend is not False} >= {"dominotree@auto: calibration",
                                                                        "dominotree@auto: measured here"}
-    notes = [a for a in fig.layout.annotations if a.text == f"auto = {b}"]
-    assert len(notes) == 1 and notes[0].x == pytest.approx(math.log10(max(b, 1)))
+    if b > 0:
+        notes = [a for a in fig.layout.annotations if a.text == f"auto = {b}"]
+        assert len(notes) == 1 and notes[0].x == pytest.approx(math.log10(b))
+    # auto = 0 (no tree pays): nothing at budget 0 on the log axis, the choice said in words
+    res["auto_budget"] = {k: {**v, "budget": 0} for k, v in run["auto_budget"].items()}
+    fig = auto_budget_figure(res)
+    assert all(x > 0 for t in fig.data for x in (t.x or ())) and len(fig.layout.shapes) == 1    # the ar line only
+    assert any("auto = 0 (plain decoding" in a.text for a in fig.layout.annotations)
 
 
 # --- in the explorer ------------------------------------------------------------------------------

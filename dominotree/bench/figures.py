@@ -218,22 +218,28 @@ def auto_budget_figure(res: dict, hardware: str = "") -> go.Figure | None:
     vocab = lambda lab: lab.split("/", 1)[1] if "/" in lab else ""      # noqa: E731 ("v8192" of "x@auto/v8192")
     for i, (label, info) in enumerate(auto.items()):
         c = PALETTE[i % len(PALETTE)]
-        xs = [r["budget"] for r in info["curve"]]
-        fig.add_trace(go.Scatter(x=xs, y=[r["tau"] for r in info["curve"]], mode="lines", line_color=c,
+        rows = [r for r in info["curve"] if r["budget"] > 0]       # budget 0 (plain decoding) is the ar line
+        xs = [r["budget"] for r in rows]
+        fig.add_trace(go.Scatter(x=xs, y=[r["tau"] for r in rows], mode="lines", line_color=c,
                                  name=f"{label}: calibration"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=xs, y=[r["predicted_tokens_per_s"] for r in info["curve"]], mode="lines",
+        fig.add_trace(go.Scatter(x=xs, y=[r["predicted_tokens_per_s"] for r in rows], mode="lines",
                                  line_color=c, showlegend=False), row=1, col=2)
         sub = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == info["method"])]
-        sub = sub[[vocab(lab) == vocab(label) for lab in sub["label"]]].sort_values("budget")
+        sub = sub[[vocab(lab) == vocab(label) for lab in sub["label"]]]
+        sub = sub[sub["budget"].astype(float) > 0].sort_values("budget")
         for j, y in enumerate(("tau", "tokens_per_s"), start=1):
             fig.add_trace(go.Scatter(x=[int(b) for b in sub["budget"]], y=[float(v) for v in sub[y]], mode="markers",
                                      marker=dict(color=c, size=9, symbol="circle-open", line_width=2),
                                      text=list(sub["label"]), name=f"{label}: measured here",
                                      showlegend=j == 1), row=1, col=j)
-        fig.add_vline(x=info["budget"], line_dash="dot", line_color=c)
-        # a log axis places annotations at log10(x) (a vline's own annotation would sit at 10**b)
-        fig.add_annotation(x=math.log10(max(info["budget"], 1)), xref="x", y=0.02 + 0.07 * i, yref="paper",
-                           text=f"auto = {info['budget']}", showarrow=False, xanchor="left", font_color=c)
+        if info["budget"] > 0:
+            fig.add_vline(x=info["budget"], line_dash="dot", line_color=c)
+            # a log axis places annotations at log10(x) (a vline's own annotation would sit at 10**b)
+            fig.add_annotation(x=math.log10(info["budget"]), xref="x", y=0.02 + 0.07 * i, yref="paper",
+                               text=f"auto = {info['budget']}", showarrow=False, xanchor="left", font_color=c)
+        else:      # no budget pays: auto decodes plainly (a log axis has no 0 to mark)
+            fig.add_annotation(x=0.01, xref="paper", y=0.02 + 0.07 * i, yref="paper", xanchor="left",
+                               text=f"{label}: auto = 0 (plain decoding: no tree pays)", showarrow=False, font_color=c)
     ar = df[(df["temperature"] == t0) & (df["scope"] == "overall") & (df["method"] == "ar")]
     if len(ar):
         fig.add_hline(y=float(ar["tokens_per_s"].iloc[0]), line_dash="dash", line_color="#999999",
