@@ -23,7 +23,10 @@ device, not a per-round rule (CondAdaptive's per-round rule is what the paper sh
 Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
 prompts and records the tree's measured verify stage, so each prediction carries what the profile
 leaves out (the draw, the mask, Python between the stages): ``ar`` at ``C_v(0; l)`` plus its
-measured remainder, a tree at ``C_v(b; l)`` plus the tree's. A tree is chosen only when predicted
+measured remainder, a tree at ``C_v(b; l)`` plus the remainder on the line from ar's (one row) to
+the calibration tree's (``budget_max + 1`` rows). The profile is put on the calibration's clock
+when ar's rounds ran faster than its one-row forward (``profile_scale``: a profile measured under
+load would otherwise make every stage it does not cover look cheap). A tree is chosen only when predicted
 at least ``AR_MARGIN`` faster than ``ar``; otherwise ``auto`` decodes plainly and says why
 (``AutoChoice.reason``).
 
@@ -47,6 +50,7 @@ SCHEMA = "dominotree.budget_calibration"
 SCHEMA_VERSION = 2        # 2: the tree's verify ms per round and the ar rounds (budget 0)
 READABLE_VERSIONS = (1, 2)
 AR_MARGIN = 0.03          # a tree must be predicted this much faster than ar to be chosen over it
+PROFILE_SLOW = 0.8        # a profile this much slower than the calibration's own ar rounds is worth a warning
 # the fixed-budget heaps whose first b pops are the budget-b tree, ties included
 # (tests/test_autobudget.py; DDTree's top-budget lists break it at exact ties)
 AUTO_METHODS = ("marg", "condstatic", "dominotree")
@@ -149,29 +153,47 @@ def _median(xs) -> float:
     return float(xs[k // 2] if k % 2 else (xs[k // 2 - 1] + xs[k // 2]) / 2)
 
 
+def profile_scale(cal: Calibration, cost_model) -> float:
+    """The factor (<= 1) that brings the profile's forward times down to this calibration's own
+    clock: a measured ``ar`` round cannot take less than its one-row forward, so ``ar`` rounds
+    timed faster than the profile's forward (median ratio below 1) mean the profile was measured
+    slower (under load, or on a slower state of the VM) and every ``C_v`` is scaled by that ratio.
+    Rounds timed slower are the remainder the profile leaves out, not a scale (``ar_round_ms``).
+    1 for a version-1 calibration (no ar rounds)."""
+    if not cal.ar_ms:
+        return 1.0
+    return min(1.0, _median(m / cost_model.verify_ms_at(0, s) for s, m in zip(cal.ar_starts, cal.ar_ms)))
+
+
 def ar_round_ms(cal: Calibration, cost_model) -> float:
     """Predicted ms of one ``ar`` round (one token) over the calibration's ar rounds: the
-    profile's one-row forward plus the remainder ar's rounds measured beyond it. A version-1
-    calibration has no ar rounds: the profile's forward plus the tree's commit time."""
+    profile's one-row forward (``profile_scale``d) plus the remainder ar's rounds measured beyond
+    it. A version-1 calibration has no ar rounds: the profile's forward plus the tree's commit time."""
     if cal.ar_ms is None:
         return sum(cost_model.verify_ms_at(0, s) + cal.commit_ms for s in cal.starts) / len(cal.starts)
-    rest = max(0.0, _median(m - cost_model.verify_ms_at(0, s) for s, m in zip(cal.ar_starts, cal.ar_ms)))
-    return sum(cost_model.verify_ms_at(0, s) + rest for s in cal.ar_starts) / len(cal.ar_starts)
+    k = profile_scale(cal, cost_model)
+    rest = max(0.0, _median(m - k * cost_model.verify_ms_at(0, s) for s, m in zip(cal.ar_starts, cal.ar_ms)))
+    return sum(k * cost_model.verify_ms_at(0, s) + rest for s in cal.ar_starts) / len(cal.ar_starts)
 
 
 def curve(cal: Calibration, cost_model) -> list[dict]:
     """Per budget b = 0..budget_max (0: plain decoding): tau (mean tokens per round), the round's
     predicted ms and ``ar`` steps, predicted tokens/s and speedup over ``ar``."""
     ar_ms = ar_round_ms(cal, cost_model)
-    # what the profile's forward leaves out of a tree's verify stage (the draw, mask, Python)
-    over = 0.0 if cal.verify_ms is None else max(0.0, _median(
-        v - cost_model.verify_ms_at(cal.budget_max, s) for s, v in zip(cal.starts, cal.verify_ms)))
+    k = profile_scale(cal, cost_model)
+    # what the profile's forward leaves out of a tree's verify stage (the draw, mask, Python): timed
+    # at budget_max rows, and for one row by the ar rounds; in between it grows with the rows
+    over_max = 0.0 if cal.verify_ms is None else max(0.0, _median(
+        v - k * cost_model.verify_ms_at(cal.budget_max, s) for s, v in zip(cal.starts, cal.verify_ms)))
+    over_one = over_max if not cal.ar_ms else min(over_max, max(0.0, _median(
+        m - k * cost_model.verify_ms_at(0, s) for s, m in zip(cal.ar_starts, cal.ar_ms))))
+    over = lambda b: over_one + (over_max - over_one) * b / cal.budget_max    # noqa: E731
     out = [{"budget": 0, "tau": 1.0, "round_ms": ar_ms, "round_ar_steps": 1.0,
             "predicted_tokens_per_s": 1e3 / ar_ms, "speedup": 1.0}]
     n = len(cal.accept)
     for b in range(1, cal.budget_max + 1):
         toks = sum(a[b - 1] for a in cal.accept)
-        ms = sum(cal.draft_at(b) + cal.build_at(b) + cost_model.verify_ms_at(b, s) + over + cal.commit_ms
+        ms = sum(cal.draft_at(b) + cal.build_at(b) + k * cost_model.verify_ms_at(b, s) + over(b) + cal.commit_ms
                  for s in cal.starts)
         out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "round_ar_steps": ms / n / ar_ms,
                     "predicted_tokens_per_s": 1e3 * toks / ms, "speedup": toks / n / (ms / n / ar_ms)})
@@ -292,6 +314,11 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
         made = cal.meta.get("draft_vocab", 0) or "the full"
         warnings += (f"the budget calibration was made with {made} drafter vocabulary, this run uses "
                      f"{draft_vocab or 'the full one'}",)
+    k = profile_scale(cal, cm)
+    if k < PROFILE_SLOW:
+        warnings += (f"the verify-cost profile's forward is {1 / k:.1f}x slower than the ar rounds this calibration "
+                     f"timed (measured under other load?): its costs are scaled by {k:.2f}; re-measure it with "
+                     f"`python -m dominotree profile-cost`",)
     did = drafters_id(preset)
     if did and cal.meta.get("drafters") != did:
         warnings += (f"the budget calibration was made with other drafters ({cal.meta.get('drafters') or 'not recorded'}"

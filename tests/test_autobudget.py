@@ -191,6 +191,46 @@ def test_auto_chooses_plain_decoding_when_no_tree_pays_and_says_why():
     assert Calibration.from_dict(v1).ar_ms is None              # older files still read
 
 
+def test_a_profile_slower_than_the_calibrations_ar_rounds_is_scaled_to_them(tmp_path):
+    """A measured ar round cannot be faster than its own forward: when the calibration timed ar
+    at 2.5x less than the profile's forward (a profile measured under load), every profile cost
+    is scaled down by that ratio, so a tree's round in ar steps is what it would be with a
+    profile measured now; ar rounds slower than the profile stay a remainder (scale 1)."""
+    from dominotree.autobudget import ar_round_ms, profile_scale
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    now = CostModel.synthetic(draft_ms=9.0, base_ms=14.0, per_node_ms=0.36, quad_ms=0.0008)   # the same, 2.5x faster
+    cal = _calibration()
+    cal.ar_starts = [100, 140, 180]
+    cal.ar_ms = [now.verify_ms_at(0, s) for s in cal.ar_starts]
+    assert profile_scale(cal, cm) == pytest.approx(0.4)
+    assert ar_round_ms(cal, cm) == pytest.approx(ar_round_ms(cal, now))
+    scaled, fresh = curve(cal, cm), curve(cal, now)
+    assert [r["round_ar_steps"] for r in scaled] == pytest.approx([r["round_ar_steps"] for r in fresh])
+    assert choose(cal, cm) == choose(cal, now)
+    from dominotree.autobudget import auto_choice     # and the choice says so
+    cm.save(tmp_path / "cm.json"), cal.save(tmp_path / "cal.json")
+    ch = auto_choice("random-tiny", "cpu", "dominotree", "float32", tmp_path / "cm.json", tmp_path / "cal.json")
+    assert ch.budget == choose(cal, now)
+    assert any("2.5x slower than the ar rounds this calibration timed" in w for w in ch.warnings)
+    cal.ar_ms = [40.0, 41.0, 42.0]                   # slower than the profile: a remainder, no scale
+    assert profile_scale(cal, cm) == 1.0
+
+
+def test_the_verify_remainder_grows_from_ars_to_the_largest_trees():
+    """What the profile leaves out of a verify stage is timed twice: for one row (ar's rounds) and
+    for budget_max + 1 rows (the calibration's tree); a budget in between gets the straight line
+    between them, not budget_max's remainder at every budget."""
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    cal = _calibration()
+    cal.verify_ms = [cm.verify_ms_at(cal.budget_max, s) + 3.0 for s in cal.starts]
+    cal.ar_starts = [100, 140, 180]
+    cal.ar_ms = [cm.verify_ms_at(0, s) + 0.5 for s in cal.ar_starts]
+    for row in curve(cal, cm)[1:]:
+        b = row["budget"]
+        bare = sum(cal.draft_at(b) + cal.build_at(b) + cm.verify_ms_at(b, s) + cal.commit_ms for s in cal.starts)
+        assert row["round_ms"] == pytest.approx(bare / len(cal.starts) + 0.5 + 2.5 * b / cal.budget_max)
+
+
 def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_path, monkeypatch):
     """What the explorer and bench use: this machine's files (its cache, or a committed results/ file
     made here with these weights and dtype); another machine's, weights' or dtype's file is never
