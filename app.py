@@ -46,7 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def make_backend(a: argparse.Namespace) -> Backend:
-    from dominotree.live import default_dtype
+    from dominotree.view.live import default_dtype
     from dominotree.presets import default_device
     device = a.device or default_device()
     preset = None if a.target else (a.preset or default_preset())

@@ -30,7 +30,7 @@ def cmd_generate(a) -> int:
     pair, auto = pairargs.load_pair_from_args(a), None
     draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
     if a.budget == "auto":
-        from .calibrate import resolve_auto
+        from .auto.calibrate import resolve_auto
         a.budget, auto = resolve_auto(pair, a.method, a.cost_model, a.calibration, builder=a.builder,
                                       tree=TreeConfig(corr_topm=a.corr_topm, node_topk=a.node_topk),
                                       draft_vocab=draft_vocab)
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("bench-build", "dominotree.bench.build", "time tree builders per round"),
                            ("profile-cost", "dominotree.bench.cost", "profile verify cost for caddtree / condadaptive"),
                            ("profile-rounds", "dominotree.bench.rounds", "per-stage time per round, in ar steps"),
-                           ("calibrate-budget", "dominotree.bench.calibrate", "calibrate --budget auto"),
+                           ("calibrate-budget", "dominotree.bench.calibrate_budget", "calibrate --budget auto"),
                            ("acceptance", "dominotree.bench.acceptance", "acceptance by depth and budget, T = 0")):
         s = sub.add_parser(name, help=hlp, add_help=False)
         s.set_defaults(func=None, module=mod)

@@ -20,6 +20,7 @@ from .models.drafter import DraftCache, Drafter
 from .models.target import cache_compact
 from .presets import Pair
 from .models.childgru import child_gru
+from .observe import Observer, RoundState, StageClock
 from .scoring import DraftBlock, MarginalScorer
 from .trace import UNREAD, DecodeTrace, RoundTrace
 from .tree import Tree, accept_walk
@@ -28,20 +29,22 @@ from .verify import TreeRows, sample, verify_tree
 MAX_PROMPT_TOKENS = 4096
 
 
-class _Clock:
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.ms: dict[str, float] = {s: 0.0 for s in STAGES}
+class Annotator(Observer):
+    """The trace-only extras of a viewer's run (``Decoder.annotate``: Top-M lists, the marginal
+    tree), after the round's timed stages; ``Decoder(annotate=True)`` adds it to every run."""
+    reads_all_rows = True
 
-    def now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
+    def after_round(self, decoder, state: RoundState, rt: RoundTrace) -> None:
+        if state.block is not None:
+            decoder.annotate(rt, state.block, state.scorer, state.cfg, state.vocab)
 
-    def lap(self, stage: str, t0: float) -> float:
-        t1 = self.now()
-        self.ms[stage] += (t1 - t0) * 1e3
-        return t1
+
+def _tell(observers, hook: str, decoder, *args) -> float:
+    """Call ``hook`` on every observer; the milliseconds they took."""
+    t = time.perf_counter()
+    for o in observers:
+        getattr(o, hook)(decoder, *args)
+    return (time.perf_counter() - t) * 1e3
 
 
 class Decoder:
@@ -49,10 +52,9 @@ class Decoder:
 
     def __init__(self, pair: Pair, cost_model=None, annotate: bool = True):
         self.pair = pair
-        self.annotate_rounds = annotate  # trace-only extras (Top-M lists, marginal tree); off in benchmarks
+        self.annotate_rounds = annotate  # trace-only extras (Top-M lists, marginal tree; Annotator); off in benchmarks
         self.target = pair.target
         self.cost_model = cost_model   # verify-cost model for the adaptive budgets (caddtree, condadaptive)
-        self.read_all_rows = False     # every tree row's target token in the traces even when not annotating
         self._text_cache: dict[int, str] = {}
         self._vocabs: dict[int, DraftVocab] = {}
 
@@ -109,9 +111,13 @@ class Decoder:
         return drafter
 
     @torch.inference_mode()
-    def rounds(self, prompt_ids: list[int], cfg: DecodeConfig, should_stop=None, draft_fn=None):
+    def rounds(self, prompt_ids: list[int], cfg: DecodeConfig, should_stop=None, draft_fn=None, observers=()):
         """Yield ``(RoundTrace, committed_tokens)`` per round; the first item is ``(None, [first])``,
-        the token sampled from the prefill. ``draft_fn`` replaces the drafter (tests)."""
+        the token sampled from the prefill. ``observers`` (``observe.Observer``) are told each
+        stage's result off the round's clock; their milliseconds go to ``rt.extra["viewer_ms"]``.
+        ``draft_fn`` replaces the drafter (tests)."""
+        observers = ([Annotator()] if self.annotate_rounds else []) + list(observers)
+        read_all = any(o.reads_all_rows for o in observers)
         drafter = self.check(prompt_ids, cfg)
         if cfg.tree.budget == 0:      # no tree (what --budget auto runs when no tree pays): plain decoding
             drafter = None
@@ -140,7 +146,9 @@ class Decoder:
         while True:
             if should_stop is not None and should_stop():
                 return
-            clock = _Clock(dev)
+            clock = StageClock(dev)
+            state = RoundState(cfg, root, start, drafter, vocab, builder)
+            spent = 0.0                 # observers' milliseconds this round
             t = clock.now()
             # 1. draft: one drafter forward over [root, MASK...] gives every depth's base logits
             block = None
@@ -151,10 +159,16 @@ class Decoder:
                     block = draft_fn(drafter, root, start, feats, feat_pos, dcache)
                     if vocab is not None:
                         block.base_logits = block.base_logits[:, vocab.ids]
-            t = clock.lap("draft", t)
+            clock.lap("draft", t)
+            state.block = block
+            if observers and block is not None:
+                spent += _tell(observers, "after_draft", self, state)
             # 2. build: turn the block into a tree (chain, marginal or conditional best-first); with
             # a draft vocabulary it runs in its column space, then maps back to target ids
             built, scorer, ab_info = self.build(cfg, drafter, block, root, start, builder, ab, clock, vocab)
+            state.built, state.scorer = built, scorer
+            if observers:
+                spent += _tell(observers, "after_build", self, state)
             t = clock.now()
             tree = built.tree
             # 3. verify: one target forward over the tree with ancestor-only attention; the LM
@@ -171,14 +185,14 @@ class Decoder:
             committed = [tree.tokens[i] for i in accepted[1:]] + [bonus]
             clock.lap("commit", t)
             # untimed: the rows the walk did not read, for traces that show every row (-1 if not)
-            post = rows.read_all() if self.annotate_rounds or self.read_all_rows else \
-                [UNREAD if x is None else x for x in rows.tokens]
+            post = rows.read_all() if read_all else [UNREAD if x is None else x for x in rows.tokens]
             rt = RoundTrace(round=rnd, start=start, method=cfg.method, builder=cfg.builder,
                             temperature=float(cfg.temperature), tree=tree, target_tokens=post,
                             accepted=accepted, bonus=bonus, stage_ms=dict(clock.ms),
                             menus=built.menus, build_ab=ab_info, extra=dict(built.extra))
-            if block is not None and self.annotate_rounds:
-                self.annotate(rt, block, scorer, cfg, vocab)
+            if observers:
+                spent += _tell(observers, "after_round", self, state, rt)
+                rt.extra["viewer_ms"] = spent
             yield rt, committed
             start += len(accepted)
             root = bonus
@@ -252,12 +266,11 @@ class Decoder:
         rt.marginal_tree = _global(build_reference(marg, block.root, None, cfg.tree, depth), vocab).tree
         if vocab is not None:
             rt.candidates = [vocab.to_global(c) for c in rt.candidates]
-        from .rebuild import keep
-        keep(self, rt, block, cfg)     # the block for rebuilds under other settings (a viewer's; rebuild.py)
 
     def generate(self, prompt: str | list[int], cfg: DecodeConfig, should_stop=None, on_round=None,
-                 draft_fn=None, chat: bool = True) -> DecodeTrace:
-        """Decode to the end and return the whole trace (``on_round(trace)`` after each round)."""
+                 draft_fn=None, chat: bool = True, observers=()) -> DecodeTrace:
+        """Decode to the end and return the whole trace (``on_round(trace)`` after each round).
+        ``wall_s`` leaves the observers' time out (``rounds``)."""
         prompt_ids = self.encode_prompt(prompt, chat) if isinstance(prompt, str) else list(prompt)
         if cfg.builder is None:      # record the builder that runs
             cfg = replace(cfg, builder=default_builder(self.target.device))
@@ -271,9 +284,11 @@ class Decoder:
         eos = self.target.eos_ids if cfg.stop_at_eos else frozenset()
         t0 = time.perf_counter()
         stopped = "user"
-        for rt, committed in self.rounds(prompt_ids, cfg, should_stop, draft_fn):
+        viewer_s = 0.0                  # the observers' time, off the clock
+        for rt, committed in self.rounds(prompt_ids, cfg, should_stop, draft_fn, observers):
             if rt is not None:
                 trace.rounds.append(rt)
+                viewer_s += rt.extra.get("viewer_ms", 0.0) / 1e3
             room = cfg.max_new_tokens - len(trace.token_ids)
             for tok in committed[:room]:
                 trace.token_ids.append(tok)
@@ -284,12 +299,12 @@ class Decoder:
                 stopped = "max_new_tokens"
             if rt is not None:
                 rt.extra["gen_len"] = len(trace.token_ids)
-            trace.wall_s = time.perf_counter() - t0
+            trace.wall_s = time.perf_counter() - t0 - viewer_s
             if on_round is not None:
                 on_round(trace)
             if stopped in ("eos", "max_new_tokens"):
                 break
-        trace.wall_s = time.perf_counter() - t0
+        trace.wall_s = time.perf_counter() - t0 - viewer_s
         trace.stopped = stopped
         tok = self.target.tokenizer
         trace.text = tok.decode(trace.token_ids, skip_special_tokens=True) if tok is not None else ""

@@ -14,7 +14,7 @@ rows ``W2`` and whose embedding table are restricted to the same ids; ``globaliz
 tree and its menus back to target token ids before the verify.
 
 The ranked ids ship with the drafters (``assets/drafters/draft-vocab.json``, made by
-``python -m dominotree.train.draftvocab`` from the self-distilled training answers).
+``python -m dominotree.train.rankvocab`` from the self-distilled training answers).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def read_ranked(path: str | Path = DEFAULT_FILE) -> list[int]:
         ranked = [int(i) for i in blob["ranked_ids"]]
     except FileNotFoundError:
         raise ConfigError(f"no draft vocabulary at {path}; make one with "
-                          f"`python -m dominotree.train.draftvocab`") from None
+                          f"`python -m dominotree.train.rankvocab`") from None
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path}: not a draft-vocab file ({e})") from None
     if len(set(ranked)) != len(ranked) or any(i < 0 for i in ranked):

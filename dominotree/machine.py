@@ -18,6 +18,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def describe() -> dict:
+    """What a comparison's timings were measured on (saved with it, shown on its page)."""
+    cpu = cpu_model()
+    out = {"cpu": cpu, "cores": os.cpu_count() or 0, "system": platform.platform(), "python": platform.python_version()}
+    try:
+        import torch
+        out.update(torch=torch.__version__, threads=torch.get_num_threads(),
+                   gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+    except Exception:  # noqa: BLE001 - a machine without torch still describes itself
+        pass
+    return out
+
+
 def cpu_isa() -> str:
     """The vector ISA torch uses here (``AVX2``, ``AVX512``...) and the matrix extensions that
     change what a wide verify costs: ``+AVX512_BF16``, ``+AMX`` (from /proc/cpuinfo)."""

@@ -210,3 +210,16 @@ def load_trace(source: str | Path | bytes) -> DecodeTrace:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceError(f"trace is not valid JSON: {e}") from None
     return trace_from_dict(d)
+
+
+# --- acceptance by depth ---------------------------------------------------------------------------
+# reach@d, the share of rounds that accepted at least d draft tokens: the acceptance yardstick
+# (``python -m dominotree acceptance``) and the explorer's "Acceptance by depth" plot both read it.
+
+MAX_D = 8
+
+
+def reach(accepted: list[int], max_d: int = MAX_D) -> list[float]:
+    """Share of rounds accepting at least d draft tokens, d = 1..max_d (``accepted``: per round)."""
+    n = len(accepted)
+    return [sum(a >= d for a in accepted) / n if n else 0.0 for d in range(1, max_d + 1)]

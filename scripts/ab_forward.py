@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dominotree.bench.machine import hardware_info  # noqa: E402
+from dominotree.machine import hardware_info  # noqa: E402
 import dominotree.models.linear as lin  # noqa: E402
 from dominotree.models.smollm2 import ensure_smollm2  # noqa: E402
 from dominotree.presets import load_target  # noqa: E402

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dominotree import methods  # noqa: E402
 from dominotree.bench.datasets import load_assets  # noqa: E402
-from dominotree.bench.machine import hardware_info  # noqa: E402
+from dominotree.machine import hardware_info  # noqa: E402
 from dominotree.config import DecodeConfig, TreeConfig  # noqa: E402
 from dominotree.decode import Decoder  # noqa: E402
 from dominotree.models.linear import onednn_products  # noqa: E402

@@ -100,7 +100,7 @@ def main() -> None:
     from test_e2e import FLAGS, set_number
     from ui import model_thread         # the bench decodes on the page's thread (one OpenMP pool)
     from ui.backend import Backend, ModelChoice
-    from dominotree.comparison import machine
+    from dominotree.machine import describe as machine
     here = a.server == "here"
     if here:
         backend = Backend(ModelChoice(preset=a.preset, dtype=a.dtype, device="cpu"))
@@ -121,7 +121,7 @@ def main() -> None:
         cli_run(a, "ar")
         from dominotree.config import DecodeConfig, TreeConfig
         from dominotree.decode import Decoder
-        import dominotree.live as lv
+        import dominotree.view.live as lv
         seen = []
         if here:
             bench = Decoder(backend.decoder().pair, annotate=False)   # the bench's definition

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from dominotree.bench.datasets import load_prompts  # noqa: E402
-from dominotree.bench.machine import hardware_info  # noqa: E402
+from dominotree.machine import hardware_info  # noqa: E402
 from dominotree.config import DecodeConfig  # noqa: E402
 from dominotree.decode import Decoder  # noqa: E402
 from dominotree.presets import Pair, load_target, preset_paths  # noqa: E402

@@ -40,7 +40,7 @@ def main() -> int:
     import torch
     torch.set_num_threads(a.threads)
     from dominotree.bench.datasets import load_prompts
-    from dominotree.bench.machine import hardware_info, versions_info
+    from dominotree.machine import hardware_info, versions_info
     from dominotree.config import DecodeConfig
     from dominotree.decode import Decoder
     from dominotree.models.smollm2 import gguf_path

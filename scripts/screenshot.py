@@ -32,7 +32,7 @@ def main() -> None:
     a = ap.parse_args()
     import ui
     from playwright.sync_api import sync_playwright
-    from dominotree.live import default_dtype
+    from dominotree.view.live import default_dtype
     from ui.backend import Backend, ModelChoice
     demo, url = ui.serve_locally(Backend(ModelChoice(preset=a.preset, dtype=a.dtype or default_dtype("cpu", a.preset),
                                                      device="cpu")))

@@ -36,8 +36,8 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
     from test_e2e import FLAGS, set_number
     from ui.backend import Backend, ModelChoice
-    from dominotree.comparison import machine
-    from dominotree.live import default_dtype
+    from dominotree.machine import describe as machine
+    from dominotree.view.live import default_dtype
     dtype = default_dtype("cpu", a.preset)
     demo, url = ui.serve_locally(Backend(ModelChoice(preset=a.preset, dtype=dtype, device="cpu")))
     runs, problems = [], []

@@ -404,7 +404,7 @@ def test_calibrate_button_makes_auto_available(app, client, tiny_decoder, tmp_pa
     """"Calibrate this machine" writes the verify-cost profile and the budget calibration at the
     default paths (relative to the working directory, as the CLI's), turns auto on with its
     choice, and a run with auto then uses the calibrated budget."""
-    from dominotree.autofiles import machine_dir
+    from dominotree.auto.files import machine_dir
     from ui.backend import ModelChoice
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))

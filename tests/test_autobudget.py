@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
-from dominotree.autobudget import Calibration, choose, curve, prefix_accept
+from dominotree.auto.budget import Calibration, choose, curve, prefix_accept
 from dominotree.bench.build import random_block, random_head
 from dominotree.builders import build_lazy, build_reference, get_builder
 from dominotree.config import TreeConfig
-from dominotree.costmodel import CostModel
+from dominotree.auto.costmodel import CostModel
 from dominotree.scoring import ConditionalScorer, MarginalScorer
 from dominotree.tree import accept_walk
 
@@ -107,8 +107,8 @@ def test_auto_choice_is_deterministic(tmp_path):
     assert all(choose(cal, cm) == b for _ in range(5))
     cm.save(tmp_path / "cm.json")
     cal.save(tmp_path / "cal.json")
-    from dominotree.autobudget import load_calibration
-    from dominotree.costmodel import load_cost_model
+    from dominotree.auto.budget import load_calibration
+    from dominotree.auto.costmodel import load_cost_model
     assert choose(load_calibration(tmp_path / "cal.json"), load_cost_model(tmp_path / "cm.json")) == b
     rows = curve(cal, cm)                    # rows[0] is budget 0: plain decoding
     best = max(r["predicted_tokens_per_s"] for r in rows)
@@ -161,7 +161,7 @@ def test_auto_chooses_plain_decoding_when_no_tree_pays_and_says_why():
     """Budget 0 is a candidate: with verify rows that cost as much as a step, no tree is predicted
     AR_MARGIN faster than ar, so auto decodes plainly; the reason names the best tree's cost in ar
     steps and what it commits. The ar rounds' measured remainder counts on ar's side."""
-    from dominotree.autobudget import AR_MARGIN, ar_round_ms, explain
+    from dominotree.auto.budget import AR_MARGIN, ar_round_ms, explain
     cal = _calibration()
     cheap = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
     dear = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=35.0)
@@ -180,7 +180,7 @@ def test_auto_chooses_plain_decoding_when_no_tree_pays_and_says_why():
     edge = [dict(r) for r in curve(cal, cheap)]
     for r in edge[1:]:
         r["speedup"] = min(r["speedup"], 1 + AR_MARGIN / 2)
-    from dominotree.autobudget import _choose
+    from dominotree.auto.budget import _choose
     assert _choose(edge) == 0
     # version 2: ar rounds measured on the same prompts give ar's remainder beyond the forward
     cal.ar_starts, cal.ar_ms = [100, 101, 102], [40.0, 41.0, 42.0]
@@ -196,7 +196,7 @@ def test_a_profile_slower_than_the_calibrations_ar_rounds_is_scaled_to_them(tmp_
     at 2.5x less than the profile's forward (a profile measured under load), every profile cost
     is scaled down by that ratio, so a tree's round in ar steps is what it would be with a
     profile measured now; ar rounds slower than the profile stay a remainder (scale 1)."""
-    from dominotree.autobudget import ar_round_ms, profile_scale
+    from dominotree.auto.budget import ar_round_ms, profile_scale
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
     now = CostModel.synthetic(draft_ms=9.0, base_ms=14.0, per_node_ms=0.36, quad_ms=0.0008)   # the same, 2.5x faster
     cal = _calibration()
@@ -207,7 +207,7 @@ def test_a_profile_slower_than_the_calibrations_ar_rounds_is_scaled_to_them(tmp_
     scaled, fresh = curve(cal, cm), curve(cal, now)
     assert [r["round_ar_steps"] for r in scaled] == pytest.approx([r["round_ar_steps"] for r in fresh])
     assert choose(cal, cm) == choose(cal, now)
-    from dominotree.autobudget import auto_choice     # and the choice says so
+    from dominotree.auto.budget import auto_choice     # and the choice says so
     cm.save(tmp_path / "cm.json"), cal.save(tmp_path / "cal.json")
     ch = auto_choice("random-tiny", "cpu", "dominotree", "float32", tmp_path / "cm.json", tmp_path / "cal.json")
     assert ch.budget == choose(cal, now)
@@ -235,10 +235,10 @@ def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_pat
     """What the explorer and bench use: this machine's files (its cache, or a committed results/ file
     made here with these weights and dtype); another machine's, weights' or dtype's file is never
     borrowed. Missing: one line naming the command that measures them; nothing is written."""
-    from dominotree.autobudget import apply_auto, auto_available, auto_choice
-    from dominotree.autofiles import auto_paths, calibration_name, default_path, drafters_id, machine_dir
+    from dominotree.auto.budget import apply_auto, auto_available, auto_choice
+    from dominotree.auto.files import auto_paths, calibration_name, default_path, drafters_id, machine_dir
     from dominotree.config import DecodeConfig
-    from dominotree.costmodel import default_path as cost_path
+    from dominotree.auto.costmodel import default_path as cost_path
     from dominotree.errors import UserError
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
@@ -322,7 +322,7 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
     """No file of this machine: ``--budget auto`` measures the profile and the calibration once
     (progress on stderr), caches them per machine and weights, and the JSON says what it chose and
     why; the second run reuses them. A bad --budget is one clear line."""
-    import dominotree.calibrate as K
+    import dominotree.auto.calibrate as K
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
@@ -340,8 +340,8 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
 
 
 def test_bench_auto_variant_reports_the_choice_and_curve(cli, tiny_pair, tmp_path):
-    from dominotree.bench.calibrate import calibrate
-    from dominotree.bench.figures import auto_budget_figure
+    from dominotree.bench.calibrate_budget import calibrate
+    from dominotree.bench.plots import auto_budget_figure
     from dominotree.bench.summary import summarize
     from dominotree.decode import Decoder
     CostModel.synthetic(draft_ms=2.0, base_ms=5.0, per_node_ms=0.3).save(tmp_path / "cm.json")
@@ -388,9 +388,9 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     import types
     pytest.importorskip("gradio")
 
-    from dominotree.autofiles import default_path
+    from dominotree.auto.files import default_path
     from dominotree.config import DecodeConfig, TreeConfig
-    from dominotree.costmodel import default_path as cost_path
+    from dominotree.auto.costmodel import default_path as cost_path
     from ui.backend import ModelChoice
     from ui.controls import auto_budget_control, auto_budgets
     from ui.panes import auto_html
@@ -430,8 +430,8 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
 def test_a_calibration_from_another_machine_is_flagged(tmp_path):
     """Costs do not carry across CPUs: a calibration or profile made on another kind of CPU (model,
     vector ISA, cores) gets a warning saying so; one made here gets none."""
-    from dominotree.autobudget import auto_choice
-    from dominotree.bench.machine import hardware_info
+    from dominotree.auto.budget import auto_choice
+    from dominotree.machine import hardware_info
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9)
     cm.meta["hardware"] = hardware_info("cpu")
     cm.save(tmp_path / "cm.json")
@@ -462,7 +462,7 @@ def test_bench_calibration_folder_gives_each_variant_its_own_file(tmp_path):
 def test_files_made_with_other_target_weights_are_flagged(tmp_path):
     """A verify costs what the target's weights make it cost: an int4 run warns about a profile or
     calibration made on float32 weights; matching or unrecorded weights give no warning."""
-    from dominotree.autobudget import auto_choice
+    from dominotree.auto.budget import auto_choice
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9)
     cm.meta["weights"] = "float32"
     cm.save(tmp_path / "cm.json")

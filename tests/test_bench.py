@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dominotree.bench import stats
-from dominotree.costmodel import CostModel, fit_monotone_convex, load_cost_model, nnls
+from dominotree.auto.costmodel import CostModel, fit_monotone_convex, load_cost_model, nnls
 from dominotree.builders.adaptive import build_adaptive, make_stop
 from dominotree.builders.reference import build_reference
 from dominotree.cli import UserError
@@ -391,7 +391,7 @@ def test_claims_are_decided_from_the_numbers():
 
 def test_ties_locate_the_first_difference_and_measure_the_target_gap(tiny_decoder):
     import torch
-    from dominotree.bench import ties
+    from dominotree.bench import tiecheck as ties
     from dominotree.bench.datasets import Prompt
     from dominotree.bench.run import encode_messages
     from dominotree.bench.stats import first_difference
@@ -424,7 +424,7 @@ def test_ties_locate_the_first_difference_and_measure_the_target_gap(tiny_decode
 
 def test_topm_curve_needs_a_sweep():
     import pandas as pd
-    from dominotree.bench.figures import topm_curve
+    from dominotree.bench.plots import topm_curve
     rows = [{"temperature": 0.0, "scope": "overall", "label": f"dominotree/m{m}", "method": "dominotree",
              "corr_topm": m, "tau": 1.5 + m / 1000, "build_ms": 5.0 + m / 10, "speedup": 1.0} for m in (16, 64, 0)]
     fig = topm_curve({"temps": ["0.0"], "summary": pd.DataFrame(rows)})

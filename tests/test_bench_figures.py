@@ -2,7 +2,7 @@
 empty) instead of failing after the whole run."""
 import pandas as pd
 
-from dominotree.bench.figures import budget_curve
+from dominotree.bench.plots import budget_curve
 
 
 def test_budget_curve_without_ar_leaves_speedup_empty():
@@ -20,7 +20,7 @@ def test_palette_png_keeps_a_charts_colours_and_shrinks_it(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from dominotree.bench.figures import palette_png
+    from dominotree.bench.plots import palette_png
     rng = np.random.default_rng(0)
     colours = np.array([[255, 255, 255, 255], [31, 119, 180, 255], [255, 127, 14, 255], [42, 63, 95, 255]], np.uint8)
     img = colours[rng.integers(0, 4, size=(300, 400))]        # noisy: zlib gains from a 1-byte palette

@@ -1,4 +1,4 @@
-"""The cost panel's numbers (dominotree/costcurve.py, dominotree/costpanel.py) against hand
+"""The cost panel's numbers (dominotree/auto/curve.py, dominotree/view/costpanel.py) against hand
 computations. Run: ``HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q tests/test_costpanel.py``."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dominotree import costcurve as cc
-from dominotree import costpanel as cp
+from dominotree.auto import curve as cc
+from dominotree.view import costpanel as cp
 from dominotree.trace import DecodeTrace, RoundTrace
 from dominotree.tree import Tree
 
@@ -91,7 +91,7 @@ def test_cached_curve_measures_once(tiny_pair, tmp_path, monkeypatch):
 
 def test_cost_panel_exports():
     import xml.etree.ElementTree as ET
-    from dominotree.costexport import cost_svg, cost_tikz
+    from dominotree.view.costexport import cost_svg, cost_tikz
     ar = make_trace("ar", [({"verify": 9.0, "commit": 1.0}, 0, 0)] * 4, 0.04, 4)
     dt = make_trace("dominotree", [({"draft": 5.0, "build": 5.0, "verify": 18.0, "commit": 2.0}, 16, 1)] * 3, 0.09, 6)
     dt.method = "<b>&x"                       # untrusted names are escaped

@@ -128,7 +128,7 @@ def test_generate_refuses_bad_sizes_and_writes_nothing(cli, tmp_path):
 def test_auto_on_the_default_measures_and_reads_its_own_calibration(cli, tmp_path, monkeypatch):
     """``--budget auto`` without --draft-vocab calibrates (once) the default vocabulary's runs, in
     ``budget_dominotree_v<N>.json``; ``--draft-vocab 0`` has its own file."""
-    import dominotree.calibrate as K
+    import dominotree.auto.calibrate as K
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
     base = ["generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi", "--max-new-tokens", "8",

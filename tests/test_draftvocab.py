@@ -103,7 +103,7 @@ def test_bad_sizes_and_files_are_clear_errors(tiny_pair, tmp_path, vocab_decoder
         DecodeConfig(method="dominotree", draft_vocab=True)
     with pytest.raises(ConfigError, match="ranked list has"):
         vocab_decoder.generate("Hi", DecodeConfig(method="dominotree", draft_vocab=tgt.vocab_rows + 1))
-    with pytest.raises(ConfigError, match="python -m dominotree.train.draftvocab"):
+    with pytest.raises(ConfigError, match="python -m dominotree.train.rankvocab"):
         read_ranked(tmp_path / "none.json")
     for bad in ("{not json", json.dumps({"ids": [1, 2]}), json.dumps({"ranked_ids": [3, 3]})):
         (tmp_path / "bad.json").write_text(bad)
@@ -128,7 +128,7 @@ def test_bench_variant_names_the_draft_vocab():
 
 
 def test_ranking_command_writes_the_file_the_decoder_reads(tmp_path):
-    from dominotree.train import draftvocab
+    from dominotree.train import rankvocab as draftvocab
     data = tmp_path / "data"
     data.mkdir()
     for s in range(3):

@@ -70,8 +70,8 @@ def wait_caption(page, before: str) -> dict:
 
 def expected(decoder, settings):
     """The library's answer: the same run decoded again (T = 0, deterministic) and its last round rebuilt."""
-    from dominotree import live
-    from dominotree import rebuild as rb
+    from dominotree.view import live
+    from dominotree.view import rebuild as rb
     from dominotree.config import DecodeConfig, TreeConfig, default_builder
     cfg = DecodeConfig(method="dominotree", temperature=0.0, max_new_tokens=48, seed=0, builder=default_builder("cpu"),
                        tree=TreeConfig(budget=16, corr_topm=64, node_topk=8))
@@ -80,7 +80,7 @@ def expected(decoder, settings):
 
 
 def test_rebuild_and_cost_panel(page, tiny_decoder):
-    from dominotree import rebuild as rb
+    from dominotree.view import rebuild as rb
     page.locator("#prompt textarea").fill(PROMPT)
     page.click("#run")
     page.wait_for_selector("#status .dt-status-done", timeout=240_000)
@@ -126,7 +126,7 @@ def test_rebuild_and_cost_panel(page, tiny_decoder):
     page.wait_for_selector("#rebuild-export-svg:not([disabled]), #rebuild-export-svg button:not([disabled])")
     page.wait_for_function("() => (document.querySelector('#cost-panel')?.textContent || '').includes('break-even')")
     text = page.inner_text("#cost-panel")
-    from dominotree.costcurve import cpu_name
+    from dominotree.auto.curve import cpu_name
     assert "break-even tau" in text and "Projection, not a measurement" in text and "GPU" in text
     assert cpu_name() in text
     names = page.evaluate("() => document.querySelector('#cost-plot .js-plotly-plot').data.map(t => t.name)")

@@ -168,7 +168,7 @@ def _same_or_near_tie(decoder, prompt_ids, got, ar, what):
     if got == ar or decoder.target.dtype == torch.float32 or (fast is not None and fast.row_attention):
         assert got == ar, what
         return
-    from dominotree.bench.ties import gap_at
+    from dominotree.bench.tiecheck import gap_at
     k = next(i for i, (a, b) in enumerate(zip(got, ar)) if a != b)
     gap, rank = gap_at(decoder, list(prompt_ids) + ar[:k], ar[k], got[k])
     assert rank <= 1 and abs(gap) <= 0.05, (what, k, gap, rank)

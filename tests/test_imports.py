@@ -3,20 +3,24 @@
 The graph is read from the source with ``ast`` (no module is imported), and it includes imports
 inside functions: a function-level import that runs back up is still a reach up, only a later one.
 
-Layers, bottom to top; a module may import modules of its own layer or of a lower one:
+Floors, bottom to top; a module may import modules of its own floor or of a lower one:
 
-    foundation    errors, config, tree, trace          plain data, settings, the errors every layer raises,
-                  and any other dominotree/*.py that   (e.g. syncguard)
-                  imports nothing of the project
-    models        models/*                             target adapter, drafters, checkpoints, kernels
-    scoring       scoring                              children functions over the drafters' rows
-    builders      builders/*                           trees from scorers (never a model class)
-    library       every other module in dominotree/    decode, verify, presets, pairargs, calibrate, live, ...
-    tools         bench/*, train/*                     the benchmark harness and drafter training
-    command line  cli, __main__                        parses and dispatches, nothing imports it
+    foundation    errors, config, tree, trace, and any  plain data, settings, the errors every floor raises
+                  other dominotree/*.py that imports
+                  nothing of the project (syncguard, colors, ...)
+    models        models/*                              target adapter, drafters, checkpoints, kernels
+    scoring       scoring                               children functions over the drafters' rows
+    builders      builders/*                            trees from scorers (never a model class)
+    core          every other dominotree/*.py           decode, verify, methods, presets, pairargs, ...
+    auto          auto/*                                --budget auto: cost profile, calibration, the choice
+    train         train/*                               data generation and drafter training
+    bench         bench/*                               the benchmark harness and the acceptance yardstick
+    view          view/*                                drawing for every screen and export; the viewer's decode
+    command line  cli, __main__                         parses and dispatches, nothing imports it
 
-so the library never reaches into the bench, the trainer or the command line, and the explorer
-(``app.py``, ``ui/``) uses the library as the bench does, never the bench itself.
+and the explorer (``app.py``, ``ui/``) sits on top: it uses the library and ``view/`` and never the
+bench, the trainer or the command line. A function-level import is an import like any other: one
+that runs up a floor is refused too.
 """
 from __future__ import annotations
 
@@ -26,26 +30,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "dominotree"
 
-LAYERS = ("foundation", "models", "scoring", "builders", "library", "tools", "command line")
+LAYERS = ("foundation", "models", "scoring", "builders", "core", "auto", "train", "bench", "view", "command line")
 FOUNDATION = {"dominotree.errors", "dominotree.config", "dominotree.tree", "dominotree.trace"}
-# Rules the layer order alone does not give: (importer prefix, imported prefix, why not).
+PACKAGES = (("dominotree.models", "models"), ("dominotree.scoring", "scoring"), ("dominotree.builders", "builders"),
+            ("dominotree.auto", "auto"), ("dominotree.train", "train"), ("dominotree.bench", "bench"),
+            ("dominotree.view", "view"))
+# Rules the floor order alone does not give: (importer prefix, imported prefix, why not).
 FORBIDDEN = [("dominotree.builders", "dominotree.models", "a builder sees scorers and tensors, not model classes")]
 # Edges allowed for now, each with the reason why (none today).
 KNOWN: set[tuple[str, str]] = set()
 
 
 def layer(module: str, graph: dict[str, set[str]] | None = None) -> str:
-    """``module``'s layer; with the ``graph``, a library module that imports nothing of ours is foundation."""
+    """``module``'s floor; with the ``graph``, a core module that imports nothing of ours is foundation."""
     if module in FOUNDATION:
         return "foundation"
     if module in ("dominotree.cli", "dominotree.__main__"):
         return "command line"
-    for prefix, name in (("dominotree.models", "models"), ("dominotree.scoring", "scoring"),
-                         ("dominotree.builders", "builders"), ("dominotree.bench", "tools"),
-                         ("dominotree.train", "tools")):
+    for prefix, name in PACKAGES:
         if module == prefix or module.startswith(prefix + "."):
             return name
-    return "foundation" if graph is not None and module in graph and not graph[module] else "library"
+    return "foundation" if graph is not None and module in graph and not graph[module] else "core"
 
 
 def modules(root: Path = ROOT / PACKAGE) -> dict[str, Path]:
@@ -134,7 +139,7 @@ def wrong_way(graph: dict[str, set[str]]) -> list[str]:
                 continue
             la, lb = layer(a, graph), layer(b, graph)
             if LAYERS.index(lb) > LAYERS.index(la):
-                bad.append(f"{a} ({la}) imports {b} ({lb}), a higher layer")
+                bad.append(f"{a} ({la}) imports {b} ({lb}), a higher floor")
             for src, dst, why in FORBIDDEN:
                 if _under(a, src) and _under(b, dst):
                     bad.append(f"{a} imports {b}: {why}")
@@ -147,7 +152,7 @@ def test_the_walk_sees_top_level_relative_and_function_level_imports():
     g = import_graph()
     assert "dominotree.tree" in g["dominotree.decode"]                 # from .tree import Tree (top level)
     assert "dominotree.pairargs" in g["dominotree.bench.cost"]         # from .. import pairargs (a module)
-    assert "dominotree.ties" in g["dominotree.live"]                   # inside tie_note
+    assert "dominotree.ties" in g["dominotree.view.live"]                   # inside tie_note
     assert "dominotree.models.quant" in g["dominotree.models.quantcpu"]
     assert len(g) > 60 and sum(map(len, g.values())) > 150
 
@@ -155,14 +160,20 @@ def test_the_walk_sees_top_level_relative_and_function_level_imports():
 def test_cycles_and_wrong_way_imports_are_found_on_a_made_up_graph():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    assert wrong_way({"dominotree.decode": {"dominotree.bench.ties"}}) == [
-        "dominotree.decode (library) imports dominotree.bench.ties (tools), a higher layer"]
+    assert wrong_way({"dominotree.decode": {"dominotree.bench.tiecheck"}}) == [
+        "dominotree.decode (core) imports dominotree.bench.tiecheck (bench), a higher floor"]
+    # the circle this test once missed: the trainer reaching up into the bench
+    assert wrong_way({"dominotree.train.losses": {"dominotree.bench.acceptance"}}) == [
+        "dominotree.train.losses (train) imports dominotree.bench.acceptance (bench), a higher floor"]
+    assert wrong_way({"dominotree.auto.curve": {"dominotree.view.comparison"}}) != []
+    assert wrong_way({"dominotree.decode": {"dominotree.view.rebuild"}}) != []
+    assert wrong_way({"dominotree.view.figures": {"dominotree.auto.curve", "dominotree.bench.stats"}}) == []
     assert wrong_way({"dominotree.builders.reference": {"dominotree.models.drafter"}}) == [
         "dominotree.builders.reference imports dominotree.models.drafter: " + FORBIDDEN[0][2]]
     assert wrong_way({"dominotree.bench.cli": {"dominotree.pairargs", "dominotree.errors"}}) == []
     leaf = {"dominotree.builders.capture": {"dominotree.guard"}, "dominotree.guard": set()}
     assert wrong_way(leaf) == [] and layer("dominotree.guard", leaf) == "foundation"
-    assert layer("dominotree.guard") == "library" and layer("dominotree.bench.stats", {"dominotree.bench.stats": set()}) == "tools"
+    assert layer("dominotree.guard") == "core" and layer("dominotree.bench.stats", {"dominotree.bench.stats": set()}) == "bench"
 
 
 def test_dominotree_has_no_import_cycles():
@@ -172,7 +183,7 @@ def test_dominotree_has_no_import_cycles():
 
 def test_every_import_points_down_the_layers():
     bad = wrong_way(import_graph())
-    assert bad == [], "\n".join(["imports that run up (see the layers in tests/test_imports.py):", *bad])
+    assert bad == [], "\n".join(["imports that run up (see the floors in tests/test_imports.py):", *bad])
 
 
 def test_known_exceptions_are_still_needed():
@@ -187,6 +198,6 @@ def test_the_explorer_uses_the_library_not_the_bench_or_the_cli():
     for path in [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py"))]:
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         for m in imported(name, path, known):
-            if layer(m) in ("tools", "command line"):
+            if layer(m) in ("train", "bench", "command line"):
                 bad.append(f"{path.relative_to(ROOT)} imports {m}")
     assert bad == [], "\n".join(bad)

@@ -17,7 +17,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from dominotree import export, figures, layout  # noqa: E402
+from dominotree.view import export, figures, layout  # noqa: E402
 from dominotree.trace import DecodeTrace, Menu, RoundTrace, counterfactual_accept  # noqa: E402
 from dominotree.tree import Tree, accept_walk, children_of  # noqa: E402
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dominotree.bench.distributed import mixed_prompts, per_worker_speedups, plan_groups
+from dominotree.bench.raybench import mixed_prompts, per_worker_speedups, plan_groups
 from dominotree.bench.variants import Variant
 from dominotree.cluster import ClusterError, describe_workers, plan_workers
 from dominotree.config import TreeConfig
@@ -25,7 +25,7 @@ ARGS = ["--methods", "ar,dominotree,ddtree", "--max-new-tokens", "8", "--no-figu
 
 
 def test_importing_the_library_and_cli_does_not_import_ray():
-    code = ("import sys, dominotree, dominotree.cli, dominotree.bench.cli, dominotree.bench.distributed, "
+    code = ("import sys, dominotree, dominotree.cli, dominotree.bench.cli, dominotree.bench.raybench, "
             "dominotree.cluster, dominotree.serving, dominotree.train.trainer, dominotree.train.distributed\n"
             "dominotree.cli.build_parser(); dominotree.bench.cli.build_parser()\n"
             "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
@@ -146,7 +146,7 @@ def test_sharded_bench_equals_the_local_bench_at_t0(ray_cluster, local_rows, pro
 @pytest.mark.slow
 def test_a_killed_workers_group_is_retried_and_written_once(ray_cluster, local_rows, prompts_file, tmp_path,
                                                             monkeypatch, capsys):
-    from dominotree.bench.distributed import CRASH_ENV
+    from dominotree.bench.raybench import CRASH_ENV
     monkeypatch.setenv(CRASH_ENV, "p2")     # the worker that first takes p2 exits after its first method
     out = tmp_path / "ray-crash"
     run = _bench(out, prompts_file, "--ray", "auto", "--ray-workers", "2")

@@ -1,4 +1,4 @@
-"""Rebuilding a recorded round under other settings (dominotree/rebuild.py). Run:
+"""Rebuilding a recorded round under other settings (dominotree/view/rebuild.py). Run:
 ``HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q tests/test_rebuild.py``.
 
 - the round's own settings give back its own tree (``==`` on tokens, parents, depths and both
@@ -14,9 +14,9 @@ import json
 import pytest
 import torch
 
-from dominotree import rebuild as rb
+from dominotree.view import rebuild as rb
 from dominotree.config import DecodeConfig, TreeConfig
-from dominotree.costmodel import CostModel
+from dominotree.auto.costmodel import CostModel
 from dominotree.decode import Decoder
 from dominotree.trace import load_trace
 from dominotree.tree import accept_walk
@@ -43,7 +43,7 @@ def store():
 def run(decoder, method, draft_fn=None, temperature=0.0, max_new=40, **tree):
     cfg = DecodeConfig(method=method, max_new_tokens=max_new, stop_at_eos=False, temperature=temperature, seed=3,
                        builder="python", tree=TreeConfig(**{"budget": 16, **tree}))
-    return decoder.generate(PROMPT, cfg, draft_fn=draft_fn)
+    return decoder.generate(PROMPT, cfg, draft_fn=draft_fn, observers=[rb.KeepBlocks()])
 
 
 def same_tree(a, b) -> bool:
@@ -201,7 +201,7 @@ def test_store_is_bounded_and_off_by_default(decoder, store):
 
 def test_side_by_side_export(decoder):
     import xml.etree.ElementTree as ET
-    from dominotree import export
+    from dominotree.view import export
     trace = run(decoder, "dominotree", max_new=8)
     got = rb.rebuild(decoder, trace, 0, rb.Settings("marginal", 64, 8, 4))
     svg = export.side_by_side_svg(export.round_svg(trace.rounds[0], None), export.round_svg(got.round, None), "a & b")
@@ -214,7 +214,7 @@ def test_side_by_side_export(decoder):
 
 def test_comparison_file_keeps_the_rows(decoder):
     """The explorer's whole-comparison JSON keeps what a rebuild needs."""
-    from dominotree.comparison import comparison_dict, read_comparison
+    from dominotree.view.comparison import comparison_dict, read_comparison
     trace = run(decoder, "dominotree", max_new=10)
     traces, _ = read_comparison(json.loads(json.dumps(comparison_dict({"dominotree": trace}, {}))))
     back = traces["dominotree"]

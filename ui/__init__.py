@@ -43,7 +43,7 @@ def launch_kwargs() -> dict:
 
 def build_app(backend: Backend | None = None) -> gr.Blocks:
     backend = backend or Backend()
-    from dominotree.rebuild import STORE
+    from dominotree.view.rebuild import STORE
     STORE.enable()                    # live rounds keep their draft blocks for rebuilds (bounded)
     with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)

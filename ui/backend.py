@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dominotree import live
+from dominotree.view import live
 from dominotree.config import METHOD_DRAFTER, METHODS, ConfigError, DecodeConfig
 from dominotree.models.cpuext import unsupported as kernels_unsupported
 from dominotree.presets import ASSETS, HUB_PAIRS, PRESETS  # noqa: F401
@@ -93,7 +93,7 @@ def cost_model(choice: ModelChoice):
     """The verify-cost model ``profile-cost`` saved for this preset and device, if any: with it
     the adaptive methods (caddtree, condadaptive) can run."""
     try:
-        from dominotree.costmodel import default_path, load_cost_model
+        from dominotree.auto.costmodel import default_path, load_cost_model
         path = default_path(choice.pair_name, choice.device)
         return load_cost_model(path) if path.is_file() else None
     except Exception:  # noqa: BLE001 - an unreadable profile just leaves those methods out

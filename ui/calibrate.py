@@ -2,7 +2,7 @@
 
 A budget that wins on one CPU loses on another (a wide verify is nearly free with AMX and costs
 several one-row steps without it), so ``auto`` reads a calibration made on this machine. The
-button runs ``dominotree.calibrate.calibrate_here`` (the verify-cost profile, then the budget
+button runs ``dominotree.auto.calibrate.calibrate_here`` (the verify-cost profile, then the budget
 calibration of ``dominotree`` for the chosen dtype and draft vocabulary; the files the CLI's
 ``profile-cost`` and ``calibrate-budget`` write) on the model thread holding the model lock, so a
 Run waits for it. The page streams what runs; at the end the auto checkbox is on, saying what
@@ -36,7 +36,7 @@ class Calibration:
         self.stage = text
 
     def _work(self):
-        from dominotree.calibrate import calibrate_here
+        from dominotree.auto.calibrate import calibrate_here
         with self.backend.model_lock:
             cm, choice = calibrate_here(self.decoder, draft_vocab=self.draft_vocab, on_stage=self._say)
             self.decoder.cost_model = cm        # the adaptive methods (caddtree, condadaptive) can run now

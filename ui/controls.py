@@ -5,7 +5,7 @@ import json
 
 import gradio as gr
 
-from dominotree.autobudget import apply_auto, auto_available
+from dominotree.auto.budget import apply_auto, auto_available
 from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
 from dominotree.presets import ASSETS, default_draft_vocab
 
@@ -186,7 +186,7 @@ def model_choice(preset, target, drafters, device, dtype) -> be.ModelChoice:
 
 
 def dtype_info(choice: be.ModelChoice) -> str:
-    from dominotree.live import default_dtype
+    from dominotree.view.live import default_dtype
     fastest = default_dtype(choice.device, choice.preset if choice.target is None else None)
     return (f"float32: every method's text equals ar's token for token (the embedded target then runs its "
             f"4-bit GGUF weights times 8-bit activation blocks, as llama.cpp does, where the C++ kernels build); "

@@ -1,6 +1,6 @@
 """The cost panel: why each method on the page wins or loses on this machine, and on a GPU.
 
-Numbers come from ``dominotree.costpanel`` / ``dominotree.costcurve``; this module draws them
+Numbers come from ``dominotree.view.costpanel`` / ``dominotree.auto.curve``; this module draws them
 (plotly) and writes the captions. This machine's curve is measured once per machine and weights
 (a few seconds, on the model thread, after a run) and read from the cache afterwards."""
 from __future__ import annotations
@@ -11,8 +11,9 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dominotree import costcurve, costpanel
-from dominotree.figures import method_color
+from dominotree.auto import curve as costcurve
+from dominotree.view import costpanel
+from dominotree.colors import method_color
 
 from . import backend as be
 
@@ -90,7 +91,7 @@ def make_panel(backend: be.Backend, traces: dict):
 
 def render_cost(backend: be.Backend, traces: dict, folder=None) -> list:
     """Outputs for [panel text, panel plot, SVG, PDF, PNG, TikZ downloads]."""
-    from dominotree.costexport import cost_svg, cost_tikz
+    from dominotree.view.costexport import cost_svg, cost_tikz
     from .rebuild_view import NO_FILES, write_files
     try:
         panel, msg = make_panel(backend, traces)

@@ -1,5 +1,5 @@
 """Export of the round on screen (SVG, PDF, PNG, TikZ) and of whole runs (trace JSON), and
-import of trace JSON files for replay without a model. Writers are ``dominotree.export``."""
+import of trace JSON files for replay without a model. Writers are ``dominotree.view.export``."""
 from __future__ import annotations
 
 import html
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from dominotree import comparison, export
+from dominotree.view import comparison, export
 from dominotree.config import ConfigError
+from dominotree.machine import describe
 from dominotree.trace import MAX_TRACE_BYTES, TraceError, load_trace
 
 from .backend import MAX_METHODS
@@ -75,7 +76,7 @@ def write_comparison(folder: Path, traces: dict) -> str | None:
     if not traces:
         return None
     if not _MACHINE:
-        _MACHINE.update(comparison.machine())
+        _MACHINE.update(describe())
     p = folder / f"dominotree-comparison-{_stem('-'.join(traces))[:60]}.json"
     p.write_text(json.dumps(comparison.comparison_dict(traces, dict(_MACHINE)), ensure_ascii=False), encoding="utf-8")
     return str(p)
@@ -128,7 +129,7 @@ def read_traces(paths) -> tuple[dict, dict]:
             for trace in got.values():
                 _check_fields(trace)
                 if trace.rounds:      # a trace that loads but cannot be drawn is refused too
-                    from dominotree import figures
+                    from dominotree.view import figures
                     figures.tree_figure(trace.rounds[0], trace.token_text)
         except TraceError as e:
             raise ConfigError(f"Trace not imported: {name}: {e}") from None

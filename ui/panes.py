@@ -6,7 +6,7 @@ import html
 
 import gradio as gr
 
-from dominotree import figures
+from dominotree.view import figures
 from dominotree.trace import DecodeTrace
 
 from .backend import MAX_METHODS

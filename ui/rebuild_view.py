@@ -1,5 +1,5 @@
 """Rebuild the round on screen under other settings (Top-M, K, budget, scorer, draft vocabulary),
-next to the tree that ran. The library does the work (``dominotree.rebuild``); this module maps
+next to the tree that ran. The library does the work (``dominotree.view.rebuild``); this module maps
 controls onto ``rebuild.Settings``, runs it on the model thread when no run holds the model, and
 writes the caption. A rebuild of a budget-32 tree takes milliseconds; changing the draft
 vocabulary reruns the LM head on the drafter's rows (tens of ms), and its first use builds the
@@ -10,8 +10,8 @@ import html
 
 import gradio as gr
 
-from dominotree import figures
-from dominotree import rebuild as rb
+from dominotree.view import figures
+from dominotree.view import rebuild as rb
 from dominotree.config import ConfigError
 
 from . import backend as be
@@ -71,7 +71,7 @@ def message_html(text: str, kind: str = "info") -> str:
 
 def write_files(folder, stem: str, svg: str, tikz: str) -> list:
     """SVG, PDF, PNG and TikZ files of a view (PDF/PNG None without cairosvg)."""
-    from dominotree import export
+    from dominotree.view import export
     out = {"svg": svg.encode("utf-8"), "tex": tikz.encode("utf-8")}
     try:
         out["pdf"], out["png"] = export.round_pdf(svg), export.round_png(svg)
@@ -89,7 +89,7 @@ def write_files(folder, stem: str, svg: str, tikz: str) -> list:
 
 
 def rebuild_files(folder, trace, rt, got: rb.Rebuilt, short: str) -> list:
-    from dominotree import export
+    from dominotree.view import export
     tt = trace.token_text
     title = f"Round {rt.round + 1}: the tree that ran ({rt.method}) vs rebuilt ({short})"
     svg = export.side_by_side_svg(export.round_svg(rt, tt), export.round_svg(got.round, tt, title=f"rebuilt: {short}"),

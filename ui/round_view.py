@@ -1,14 +1,14 @@
 """The round view: a scrubber over rounds with autoplay, a caption per stage, the draft tree,
 the conditional-vs-marginal view and the Top-M pruning view. Figures come from
-``dominotree.figures``; this module only picks the round and writes the captions."""
+``dominotree.view.figures``; this module only picks the round and writes the captions."""
 from __future__ import annotations
 
 import html
 
 import gradio as gr
 
-from dominotree import figures
-from dominotree.layout import token_label
+from dominotree.view import figures
+from dominotree.view.layout import token_label
 from dominotree.trace import DecodeTrace, RoundTrace, counterfactual_accept
 
 from .controls import lenient
@@ -184,7 +184,7 @@ def whatif_html(rt: RoundTrace, small: RoundTrace, token_text) -> str:
 def render_whatif(traces: dict, focus: str | None, idx, show: str, budget) -> list:
     """Outputs for [what-if caption, what-if tree]: the round's tree cut to its first ``budget``
     nodes (the tree a best-first build of that budget makes) and what it would have accepted."""
-    from dominotree.whatif import at_budget
+    from dominotree.view.whatif import at_budget
     trace = pick(traces, focus)
     if trace is None or not trace.rounds:
         return ["", None]

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import gradio as gr
 
-from dominotree import live
+from dominotree.view import live
 from dominotree.config import ConfigError
 
 from . import backend as be

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from dominotree import figures
+from dominotree.view import figures
 
 from .round_view import pick
 

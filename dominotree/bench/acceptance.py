@@ -28,27 +28,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..acceptance import MAX_D, reach
-from .figures import palette_png
+from ..trace import MAX_D, reach
+from .plots import palette_png
+from ..train.loops import LOOP_N, loop_flags  # noqa: F401 - the yardstick's subsets
 
-LOOP_N = 5
 BUDGETS = (1, 2, 4, 8, 16)
 CHAINS = ("dflash", "domino")
 TREES = ("ddtree", "dominotree")
 SUBSETS = ("all", "fresh", "loop")
-
-
-def loop_flags(answer: list[int], n: int = LOOP_N) -> list[bool]:
-    """Per answer index i: whether ``answer[i-n+1 .. i]`` occurred earlier in ``answer`` (an n-gram
-    ending before i)."""
-    seen: set[tuple[int, ...]] = set()
-    out = []
-    for i in range(len(answer)):
-        g = tuple(answer[i - n + 1:i + 1]) if i >= n - 1 else None
-        out.append(g is not None and g in seen)
-        if g is not None:
-            seen.add(g)
-    return out
 
 
 def round_rows(trace, n_prompt: int) -> list[tuple[int, bool]]:
@@ -190,7 +177,7 @@ def figure(res: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from ..figures import method_color
+    from ..colors import method_color
     v = res["variants"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("share of rounds accepting at least d draft tokens",
                                                         "tau (tokens per round) against the budget"))

@@ -247,7 +247,7 @@ def main(argv=None) -> int:
 
 
 def _cpu_name() -> str:
-    from .machine import cpu_model
+    from ..machine import cpu_model
     return cpu_model() + f" x{torch.get_num_threads()} threads"
 
 

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the verify-cost profile comes from --cost-model or its default)")
     g.add_argument("--no-warmup", action="store_true")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    from .distributed import add_ray_args
+    from .raybench import add_ray_args
     add_ray_args(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="output folder (default results/bench-<preset>-<time>)")
@@ -117,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_cost_model(a, pair, needed: bool, out: Path):
     """The cost model for the adaptive methods: --cost-model, the default file, or profile now."""
-    from ..costmodel import default_path, load_cost_model
-    from ..costprofile import profile
+    from ..auto.costmodel import default_path, load_cost_model
+    from ..auto.profile import profile
     if not needed:
         return None
     if a.cost_model:
@@ -146,7 +146,7 @@ def calibration_file(given: str | None, pair, method: str, draft_vocab: int) -> 
     own default file name (so ``dominotree@auto`` and ``dominotree@auto/v8192`` each read theirs)."""
     if given is None or not Path(given).is_dir():
         return given
-    from ..autofiles import default_path
+    from ..auto.files import default_path
     return str(Path(given) / default_path(pair.name, pair.target.device, method, draft_vocab).name)
 
 
@@ -155,7 +155,7 @@ def resolve_auto_variants(a, pair, variants: list) -> dict:
     auto = {}
     for i, v in enumerate(variants):
         if v.auto:
-            from ..calibrate import resolve_auto
+            from ..auto.calibrate import resolve_auto
             cal = calibration_file(a.calibration, pair, v.method, v.draft_vocab)
             b, info = resolve_auto(pair, v.method, a.cost_model, cal, tree=v.tree, builder=a.builder,
                                    progress=not a.no_progress, draft_vocab=v.draft_vocab)
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
-    from ..costmodel import device_slug
+    from ..auto.costmodel import device_slug
     pair = pairargs.load_pair_from_args(a)
     if a.builder is None:
         from ..config import default_builder
@@ -269,7 +269,7 @@ def main(argv=None) -> int:
                {"gpu": hw["gpu"]} if "gpu" in hw else {}),
            "versions": versions_info()}
     if a.ray:
-        from .distributed import cluster_hardware, run_bench_ray
+        from .raybench import cluster_hardware, run_bench_ray
         run_meta["ray"] = run_bench_ray(a.ray, a, prompts, variants, temps, out, cost_model=cm,
                                         max_new_tokens=a.max_new_tokens, repeats=a.repeats, builder=a.builder,
                                         ab_builder=a.ab_builder, chat=chat, warmup=not a.no_warmup, resume=a.resume,
@@ -293,7 +293,7 @@ def main(argv=None) -> int:
 def write_ties(dec, prompts, out: Path, chat: bool) -> None:
     """``ties.csv``: the target's logit gap at each T = 0 output's first difference from ``ar``."""
     import pandas as pd
-    from . import ties
+    from . import tiecheck as ties
     rows = ties.diagnose(dec, {p.id: p for p in prompts}, _per_prompt(read_answers(out)), encode_messages, chat)
     pd.DataFrame(rows, columns=ties.COLUMNS).to_csv(out / "ties.csv", index=False)
 
@@ -316,7 +316,7 @@ def _finish(a, res: dict, out: Path) -> int:
     res["auto_budget"] = auto
     figs = []
     if not a.no_figures:
-        from .figures import make_figures
+        from .plots import make_figures
         figs = make_figures(res, out / "figures")
     obj = final_object(res, run.get("preset", ""), run.get("device", ""), out, hw.get("gpu") or hw.get("cpu") or "")
     obj["figures"] = [str(f) for f in figs]

@@ -1,6 +1,6 @@
 """``python -m dominotree profile-cost``: profile this machine's verify latency against tree nodes
 and context length, and the draft cost per round, then fit the verify-cost model
-(``dominotree.costmodel``) for caddtree / condadaptive and ``--budget auto``."""
+(``dominotree.auto.costmodel``) for caddtree / condadaptive and ``--budget auto``."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from .. import pairargs
-from ..costmodel import CostModel, default_path, device_slug
-from ..costprofile import DEFAULT_CONTEXTS, DEFAULT_NODES, profile
+from ..auto.costmodel import CostModel, default_path, device_slug
+from ..auto.profile import DEFAULT_CONTEXTS, DEFAULT_NODES, profile
 from ..errors import UserError
 
 

@@ -37,7 +37,7 @@ FMT = {"temperature": ".1f", "budget": ".0f", "corr_topm": ".0f", "tau": ".2f", 
 def _tie_notes(out: Path, lossless: list[dict]) -> dict[float, str]:
     """{temperature: paragraph} from ``ties.csv`` when the run wrote one."""
     import pandas as pd
-    from . import ties
+    from . import tiecheck as ties
     path = out / "ties.csv"
     if not path.is_file():
         return {}

@@ -60,7 +60,7 @@ def parse_variant(spec: str, base: TreeConfig) -> Variant:
     label = m["m"]
     auto = m["b"] == "auto"
     if auto:
-        from ..autobudget import AUTO_METHODS
+        from ..auto.budget import AUTO_METHODS
         if m["m"] not in AUTO_METHODS:
             raise UserError(f"{spec.strip()!r}: @auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)})")
         label += "@auto"

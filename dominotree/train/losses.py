@@ -10,14 +10,14 @@
   (row 0 is never corrected) whose label is among the Top-M (a label outside them cannot be
   drafted by the tree, whatever the correction does).
 - ``loop_mask``: answer positions that continue a 5-gram already seen in the same answer (the
-  yardstick's definition, ``bench.acceptance.loop_flags``), to down-weight loops.
+  yardstick's definition, ``train.loops.loop_flags``), to down-weight loops.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from dominotree.bench.acceptance import loop_flags
+from .loops import loop_flags
 
 
 def soft_loss(logits: torch.Tensor, ids: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:

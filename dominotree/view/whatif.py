@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .trace import RoundTrace
-from .tree import accept_walk
+from ..trace import RoundTrace
+from ..tree import accept_walk
 
 
 def at_budget(rt: RoundTrace, budget: int) -> RoundTrace:

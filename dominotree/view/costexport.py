@@ -9,7 +9,7 @@ from xml.sax.saxutils import escape
 
 from .costpanel import SPEEDUP_LINES, CostPanel, captions
 from .export import _tikz_rgb, latex_escape
-from .figures import method_color
+from ..colors import method_color
 
 W, H, PAD = 420, 300, 48        # one chart's box and its axis margin, px
 

@@ -17,13 +17,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .config import STAGES
+from ..colors import STAGE_COLORS, method_color
+from ..config import STAGES
 from .export import ACCEPT_COLOR, EDGE_COLOR, SCORE_RANGE, SceneNode, round_scene
 from .layout import token_label, token_piece
-from .trace import DecodeTrace, RoundTrace, counterfactual_accept
-from .tree import Tree, child_maps, children_of
+from ..trace import DecodeTrace, RoundTrace, counterfactual_accept
+from ..tree import Tree, child_maps, children_of
 
-STAGE_COLORS = {"draft": "#0072B2", "build": "#E69F00", "verify": "#009E73", "commit": "#CC79A7"}
 ONLY_COLOR = "#c51b7d"     # ring around nodes present in only one of two compared trees
 _FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
 
@@ -399,15 +399,7 @@ def _capture_note(trace: DecodeTrace) -> str:
     return f"<br><sup>CUDA graph: {_esc('; '.join(seen))}</sup>" if seen else ""
 
 
-# one colour per method in every chart (Okabe-Ito), whichever methods a comparison holds
-METHOD_COLORS = {"ar": "#999999", "dflash": "#56B4E9", "ddtree": "#E69F00", "caddtree": "#F0E442",
-                 "domino": "#009E73", "dominotree": "#D55E00", "marg": "#0072B2", "condstatic": "#CC79A7",
-                 "condadaptive": "#000000"}
 _BOTTOM_LEGEND = dict(orientation="h", y=-0.22, yanchor="top", x=0, xanchor="left")
-
-
-def method_color(name: str, trace: DecodeTrace | None = None) -> str:
-    return METHOD_COLORS.get(trace.method if trace is not None else name, METHOD_COLORS.get(name, "#666666"))
 
 
 def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
@@ -438,7 +430,7 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
     """Per depth d, the share of rounds that accepted at least d draft tokens, per method, up to
     the deepest tree that method drafted (plain AR drafts nothing and draws no line). The same
     ``reach`` as the acceptance yardstick (``python -m dominotree acceptance``)."""
-    from .acceptance import reach
+    from ..trace import reach
     fig = go.Figure()
     for name, t in traces.items():
         if not t.rounds:

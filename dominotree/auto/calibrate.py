@@ -2,35 +2,35 @@
 
 One greedy (T = 0) run of the method at a large budget on held-out prompts (the last prompts of
 each category of ``assets/prompts/eval.jsonl``; the sweeps use the first ones), recording per round
-the acceptance every smaller budget would have had (``autobudget.prefix_accept``), the draft and
+the acceptance every smaller budget would have had (``budget.prefix_accept``), the draft and
 commit times, and the build time at a grid of budgets (each round's block rebuilt at every grid
 budget, timed, outside the round's own stage times), and the draft time at the same grid (the
 round's draft, less its LM head, plus the head timed again on the ``min(b, depth)`` rows a
 budget-``b`` tree can use). With the verify-cost profile of ``profile-cost`` this predicts
-tokens/s against the budget; ``--budget auto`` picks the best (``autobudget``).
+tokens/s against the budget; ``--budget auto`` picks the best (``auto.budget``).
 
 ``resolve_auto`` is ``--budget auto`` for ``generate`` and ``bench``; ``calibrate_here`` is the
-explorer's "Calibrate this machine"; ``python -m dominotree calibrate-budget`` (``bench/calibrate.py``)
+explorer's "Calibrate this machine"; ``python -m dominotree calibrate-budget`` (``bench/calibrate_budget.py``)
 runs ``calibrate`` from the command line.
 """
 from __future__ import annotations
 
-import inspect
 import statistics
 import sys
 import time
 from dataclasses import replace
 
-from .autobudget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
-from .autofiles import auto_paths, calibration_name, drafters_id
-from .config import DecodeConfig, TreeConfig, default_builder
+from .budget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
+from .files import auto_paths, calibration_name, drafters_id
+from ..config import DecodeConfig, TreeConfig, default_builder
+from ..observe import Observer, RoundState, StageClock
 
 BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 
 
 def held_out_prompts(per_category: int) -> list[str]:
     """The last ``per_category`` prompts of each category of the held-out set, categories interleaved."""
-    from .promptfiles import load_assets
+    from ..promptfiles import load_assets
     by_cat: dict[str, list] = {}
     for q in load_assets("eval"):
         by_cat.setdefault(q.category, []).append(q.turns[0])
@@ -38,77 +38,76 @@ def held_out_prompts(per_category: int) -> list[str]:
     return [p for group in zip(*picks) for p in group]
 
 
+class _PerRound(Observer):
+    """What a calibration measures in each round beside its own stages, off the round's clock:
+    the round's block built again at every grid budget (each timed alone), and the draft's LM head
+    timed again on the rows a budget-``b`` tree can use (per grid budget: that head's ms less the
+    full head's). Reads every tree row's target token (``prefix_accept`` needs them)."""
+    reads_all_rows = True
+
+    def __init__(self, grid: list[int]):
+        self.grid = grid
+        self.build_ms: dict[int, list[float]] = {b: [] for b in grid}
+        self.head_ms: dict[int, list[float]] = {b: [] for b in grid}
+
+    def clear(self) -> None:
+        for v in (*self.build_ms.values(), *self.head_ms.values()):
+            v.clear()
+
+    def after_draft(self, dec, s: RoundState) -> None:
+        head = dec.target.logits if s.vocab is None else s.vocab.logits
+        rows = s.block.z.to(dec.target.dtype)
+        times = {}
+        for n in sorted({min(b, rows.shape[0]) for b in self.grid} | {rows.shape[0]}):
+            c = StageClock(dec.target.device)
+            t = c.now()
+            head(rows[:n])
+            times[n] = (c.now() - t) * 1e3
+        for b in self.grid:
+            self.head_ms[b].append(times[min(b, rows.shape[0])] - times[rows.shape[0]])
+
+    def after_build(self, dec, s: RoundState) -> None:
+        if s.block is None:
+            return
+        for b in self.grid:
+            c = StageClock(dec.target.device)
+            cfg = replace(s.cfg, tree=replace(s.cfg.tree, budget=b), ab_builder=None)
+            dec.build(cfg, s.drafter, s.block, s.root, s.start, s.builder, None, c, s.vocab)
+            self.build_ms[b].append(c.ms["build"])
+
+
 def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
               builder: str | None = None, tree: TreeConfig | None = None, progress: bool = True,
               draft_vocab: int = 0) -> Calibration:
     """Run the calibration (see the module docstring) and return it."""
     from tqdm import tqdm
-    from .decode import _Clock
     if method not in AUTO_METHODS:
         raise ValueError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
                          f"not {method!r}")
     builder = builder or default_builder(dec.target.device)
     tree = replace(tree or TreeConfig(), budget=budget_max)
     grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
-    build_ms = {b: [] for b in grid}
-    real_build = dec.build
-    params = inspect.signature(real_build)
-
-    def timed_build(*args, **kwargs):
-        out = real_build(*args, **kwargs)
-        call = params.bind(*args, **kwargs).arguments      # by name: new build parameters pass through
-        if call["block"] is not None:
-            for b in grid:
-                c = _Clock(dec.target.device)
-                real_build(**{**call, "cfg": replace(call["cfg"], tree=replace(call["cfg"].tree, budget=b)),
-                              "ab": None, "clock": c})
-                build_ms[b].append(c.ms["build"])
-        return out
-    real_draft = dec.draft
-    draft_params = inspect.signature(real_draft)
-    head_ms: dict[int, list[float]] = {b: [] for b in grid}     # per grid budget: this round's head ms less the full head's
-
-    def timed_draft(*args, **kwargs):
-        block = real_draft(*args, **kwargs)
-        vocab = draft_params.bind(*args, **kwargs).arguments.get("vocab")
-        head = dec.target.logits if vocab is None else vocab.logits
-        rows = block.z.to(dec.target.dtype)
-        times = {}
-        for n in sorted({min(b, rows.shape[0]) for b in grid} | {rows.shape[0]}):
-            c = _Clock(dec.target.device)
-            t = c.now()
-            head(rows[:n])
-            times[n] = (c.now() - t) * 1e3
-        for b in grid:
-            head_ms[b].append(times[min(b, rows.shape[0])] - times[rows.shape[0]])
-        return block
+    per_round = _PerRound(grid)
     starts, accept, draft, commit, verify, ar_starts, ar_ms = [], [], [], [], [], [], []
-    dec.build, dec.draft = timed_build, timed_draft
-    all_rows, dec.read_all_rows = dec.read_all_rows, True     # prefix_accept reads every row's token
-    try:
-        for m in ("ar", method):
-            dec.generate("Warm-up", DecodeConfig(method=m, max_new_tokens=16, builder=builder, tree=tree,
-                                                 draft_vocab=draft_vocab))
-        for v in (*build_ms.values(), *head_ms.values()):
-            v.clear()
-        for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
-            # ar on the same prompt, interleaved: budget 0, what a tree must beat on this machine
-            dec.read_all_rows = False
-            tr = dec.generate(p, DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=1000 + 100 * pi))
-            dec.read_all_rows = True
-            ar_starts += [rt.start for rt in tr.rounds]
-            ar_ms += [sum(rt.stage_ms.values()) for rt in tr.rounds]
-            tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
-                                              builder=builder, tree=tree, draft_vocab=draft_vocab))
-            for rt in tr.rounds:
-                starts.append(rt.start)
-                accept.append(prefix_accept(rt.tree, rt.target_tokens, budget_max))
-                draft.append(rt.stage_ms["draft"])
-                verify.append(rt.stage_ms["verify"])
-                commit.append(rt.stage_ms["commit"])
-    finally:
-        dec.build, dec.draft, dec.read_all_rows = real_build, real_draft, all_rows
-    from .machine import hardware_info, versions_info
+    for m in ("ar", method):
+        dec.generate("Warm-up", DecodeConfig(method=m, max_new_tokens=16, builder=builder, tree=tree,
+                                             draft_vocab=draft_vocab), observers=[per_round])
+    per_round.clear()
+    for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
+        # ar on the same prompt, interleaved: budget 0, what a tree must beat on this machine
+        tr = dec.generate(p, DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=1000 + 100 * pi))
+        ar_starts += [rt.start for rt in tr.rounds]
+        ar_ms += [sum(rt.stage_ms.values()) for rt in tr.rounds]
+        tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
+                                          builder=builder, tree=tree, draft_vocab=draft_vocab), observers=[per_round])
+        for rt in tr.rounds:
+            starts.append(rt.start)
+            accept.append(prefix_accept(rt.tree, rt.target_tokens, budget_max))
+            draft.append(rt.stage_ms["draft"])
+            verify.append(rt.stage_ms["verify"])
+            commit.append(rt.stage_ms["commit"])
+    build_ms, head_ms = per_round.build_ms, per_round.head_ms
+    from ..machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
             "weights": dec.target.weights, "drafters": drafters_id(dec.pair.name), "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
@@ -124,7 +123,7 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
                  builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True,
                  draft_vocab: int = 0):
     """``(budget, info)`` for ``--budget auto``: this machine's profile and calibration for the
-    pair's weights and dtype (``autobudget.auto_paths``), each measured now and cached when
+    pair's weights and dtype (``files.auto_paths``), each measured now and cached when
     missing (progress on stderr), and the choice with its reason and curve; budget 0 is plain
     decoding."""
     check_auto_method(method)
@@ -136,7 +135,7 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
     elif not cpath.is_file():
         print(f"--budget auto: no verify-cost profile of this machine for {pair.name} ({weights or dtype} weights): "
               f"measuring one now (once; cached at {cpath})", file=sys.stderr)
-        from .costprofile import profile
+        from .profile import profile
         profile(pair, contexts=(64, 256, 1024), nodes=(0, 1, 2, 4, 8, 16, 32), repeats=3,
                 progress=progress).save(cpath)
     if kpath.is_file():
@@ -144,7 +143,7 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
     else:
         print(f"--budget auto: no {method} budget calibration of this machine at {kpath}: calibrating now (once; "
               f"python -m dominotree calibrate-budget does it separately)", file=sys.stderr)
-        from .decode import Decoder
+        from ..decode import Decoder
         cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
                         builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab)
         cal.save(kpath)
@@ -162,9 +161,9 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     profile of this dtype, then the budget calibration of ``method`` (for ``draft_vocab``). The
     explorer's "Calibrate this machine" button; about two minutes for the embedded pair on a 2-core
     CPU. ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
-    from .autofiles import machine_dir
-    from .decode import Decoder
-    from .costprofile import profile
+    from .files import machine_dir
+    from ..decode import Decoder
+    from .profile import profile
     pair = decoder.pair
     dev, dtype, weights = pair.target.device, str(pair.target.dtype).replace("torch.", ""), pair.target.weights
     check_auto_method(method)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape as _xml_escape
 
 from .layout import char_cells, token_label, tree_layout
-from .trace import DecodeTrace, RoundTrace
-from .tree import Tree
+from ..trace import DecodeTrace, RoundTrace
+from ..tree import Tree
 
 # plotly's "Viridis" stops: perceptually uniform and colour-blind safe; figures.py uses the
 # same name so the SVG and the interactive view colour a node alike.

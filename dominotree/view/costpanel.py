@@ -1,5 +1,5 @@
 """Why a method wins or loses on this machine, in numbers: pure functions of recorded runs and
-cost curves (``costcurve.py``); the explorer draws them, the exports write them.
+cost curves (``auto/curve.py``); the explorer draws them, the exports write them.
 
 Units. One *step* is what ``ar`` spends per token: its wall time over its tokens when an ``ar`` run
 is on the page, else this machine's one-row forward. A round's cost in steps is its share of its
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import mean
 
-from .costcurve import CostCurve
-from .trace import DecodeTrace
+from ..auto.curve import CostCurve
+from ..trace import DecodeTrace
 
 SPEEDUP_LINES = (1.0, 1.5, 2.0)
 FIXED_BUDGET = ("ddtree", "marg", "condstatic", "dominotree")

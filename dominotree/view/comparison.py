@@ -6,35 +6,12 @@ with the model and the machine they ran on, so that a replay shows the whole com
 """
 from __future__ import annotations
 
-import os
-import platform
-from pathlib import Path
-
-from .trace import DecodeTrace, TraceError, trace_from_dict
+from ..machine import describe
+from ..trace import DecodeTrace, TraceError, trace_from_dict
 
 SCHEMA = "dominotree.comparison"
 SCHEMA_VERSION = 1
 MAX_TRACES = 16
-
-
-def machine() -> dict:
-    """What the timings were measured on."""
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    out = {"cpu": cpu, "cores": os.cpu_count() or 0, "system": platform.platform(), "python": platform.python_version()}
-    try:
-        import torch
-        out.update(torch=torch.__version__, threads=torch.get_num_threads(),
-                   gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-    except Exception:  # noqa: BLE001 - a machine without torch still describes itself
-        pass
-    return out
 
 
 def settings_of(trace: DecodeTrace) -> dict:
@@ -50,7 +27,7 @@ def comparison_dict(traces: dict[str, DecodeTrace], machine_info: dict | None = 
         raise ValueError("a comparison needs at least one trace")
     first = next(iter(traces.values()))
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "prompt": first.prompt, "settings": settings_of(first),
-            "model": first.model, "machine": machine_info if machine_info is not None else machine(),
+            "model": first.model, "machine": machine_info if machine_info is not None else describe(),
             "methods": list(traces), "traces": {k: t.to_dict() for k, t in traces.items()}}
 
 

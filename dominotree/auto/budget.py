@@ -11,7 +11,7 @@ Per round ``r`` of the calibration the predicted round time at budget ``b`` is
 
     draft_ms(b) + build_ms(b) + C_v(b; start_r) + commit_ms
 
-with ``C_v`` the verify-cost model of ``profile-cost`` (``dominotree.costmodel``), the build time
+with ``C_v`` the verify-cost model of ``profile-cost`` (``dominotree.auto.costmodel``), the build time
 measured in the calibration at a grid of budgets (linear between them), the draft time likewise
 (a budget-``b`` tree reaches depth ``b`` at most, so the drafter's LM head runs on ``min(b, depth)``
 rows; older calibrations without that grid use one draft time) and the commit time the
@@ -30,7 +30,7 @@ load would otherwise make every stage it does not cover look cheap). A tree is c
 at least ``AR_MARGIN`` faster than ``ar``; otherwise ``auto`` decodes plainly and says why
 (``AutoChoice.reason``).
 
-Both files are measured per machine, target weights, dtype and drafters (``autofiles``: where
+Both files are measured per machine, target weights, dtype and drafters (``auto.files``: where
 they live and which fit); another machine's file is never borrowed: ``--budget auto`` measures on
 first use (``python -m dominotree calibrate-budget`` does it separately; the explorer has a button).
 """
@@ -40,11 +40,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import CHAIN_METHODS, DecodeConfig
-from .autofiles import auto_paths, drafters_id, other_machine
+from ..config import CHAIN_METHODS, DecodeConfig
+from .files import auto_paths, drafters_id, other_machine
 from .costmodel import device_slug
-from .jsonfile import write_json_atomic
-from .tree import Tree, accept_walk
+from ..jsonfile import write_json_atomic
+from ..tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
 SCHEMA_VERSION = 2        # 2: the tree's verify ms per round and the ar rounds (budget 0)
@@ -224,7 +224,7 @@ def explain(rows: list[dict], budget: int) -> str:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    from .errors import UserError
+    from ..errors import UserError
     path = Path(path)
     if not path.is_file():
         raise UserError(f"budget calibration not found: {path} (make one with `python -m dominotree calibrate-budget`)")
@@ -236,7 +236,7 @@ def load_calibration(path: str | Path) -> Calibration:
 
 def require_profile(path: str | Path, preset: str, dtype: str):
     """The verify-cost profile ``--budget auto`` needs, or one line saying how to make it."""
-    from .errors import UserError
+    from ..errors import UserError
     from .costmodel import load_cost_model
     path = Path(path)
     if not path.is_file():
@@ -272,7 +272,7 @@ class AutoChoice:
 
 
 def check_auto_method(method: str) -> None:
-    from .errors import UserError
+    from ..errors import UserError
     if method not in AUTO_METHODS:
         raise UserError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
                         f"not {method!r}")
@@ -283,7 +283,7 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
     """``--budget auto`` from the saved profile and calibration; it never calibrates. Raises
     UserError, one line naming the commands that make what is missing. ``weights``: the target's
     weights (int4, bf16, float32) when known, to warn about files made with other weights."""
-    from .errors import UserError
+    from ..errors import UserError
     from .costmodel import load_cost_model
     check_auto_method(method)
     cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab, weights, dtype)
@@ -334,7 +334,7 @@ def apply_auto(cfgs: list[DecodeConfig], preset: str, device, dtype: str = "floa
     the others keep theirs. Returns the configs, the choices by method, and one line per reason a
     method with a tree kept its budget (tree-less methods have none to choose)."""
     from dataclasses import replace
-    from .errors import UserError
+    from ..errors import UserError
     out, chosen, kept = [], {}, {}
     for cfg in cfgs:
         why = None
@@ -361,7 +361,7 @@ def auto_available(preset: str, device, dtype: str = "float32", draft_vocab: int
     """The auto choice of every method calibrated for this pair and device (and draft vocabulary)
     and, when there is none, the one line saying why (for ``dominotree``: the commands that make
     what it lacks)."""
-    from .errors import UserError
+    from ..errors import UserError
     chosen, reason = {}, None
     for m in AUTO_METHODS:
         try:

@@ -23,7 +23,7 @@ def drafters_id(preset: str | None) -> str:
     (the embedded pair's shipped weights); empty otherwise (released hub drafters, custom pairs)."""
     if preset != "smollm2":
         return ""
-    from .presets import embedded_drafters_id
+    from ..presets import embedded_drafters_id
     return embedded_drafters_id()
 
 
@@ -39,8 +39,8 @@ def machine_dir(preset: str, device, weights: str | None, dtype: str) -> Path:
     """Where this machine keeps the files of ``--budget auto`` for a pair, weights and dtype:
     ``$DOMINOTREE_CACHE/auto/<preset>_<device>_<cpu signature>_<weights>_<dtype>``."""
     import torch
-    from .machine import cpu_signature
-    from .models.smollm2 import cache_root
+    from ..machine import cpu_signature
+    from ..models.smollm2 import cache_root
     slug = lambda x: re.sub(r"[^A-Za-z0-9_.-]+", "-", str(x))   # noqa: E731
     cpu = cpu_signature() if torch.device(device).type == "cpu" else ""
     parts = [preset or "custom", device_slug(device), cpu, weights or dtype, dtype]
@@ -61,7 +61,7 @@ def not_made_here(meta: dict, device, weights: str | None, dtype: str, drafters:
     carry across CPUs (Zen 4 and Zen 5 share "AMD EPYC" and the ISA flags), weights or dtypes, and
     acceptance does not carry across drafters."""
     import torch
-    from .machine import cpu_isa, cpu_model, cpu_signature
+    from ..machine import cpu_isa, cpu_model, cpu_signature
     made = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
     want = {"dtype": (meta.get("dtype"), dtype)}
     if weights is not None:
@@ -114,7 +114,7 @@ def other_machine(made_on: dict | None, device, what: str) -> tuple[str, ...]:
     import torch
     if not isinstance(made_on, dict) or torch.device(device).type != "cpu":
         return ()
-    from .machine import cpu_isa, cpu_model
+    from ..machine import cpu_isa, cpu_model
     here = {"cpu": cpu_model(), "cpu_isa": cpu_isa(), "cpu_count": os.cpu_count()}
     diff = [f"{k} {made_on[k]!r} (here {v!r})" for k, v in here.items() if made_on.get(k) not in (None, v)]
     return (f"the {what} was made on another machine: {', '.join(diff)}; recalibrate here",) if diff else ()

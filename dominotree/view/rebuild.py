@@ -16,9 +16,9 @@ T > 0 the accepted path depends on the target's samples, which a different tree 
 differently: nothing about acceptance is claimed then.
 
 Where the block comes from:
-- live rounds: ``Decoder.annotate`` (after the timed stages) calls ``keep``, which stores the
-  block in ``STORE`` (bounded, off unless a viewer enables it) under a key in ``rt.extra``, and the
-  drafter's rows in ``rt.draft`` for saved traces;
+- live rounds: the ``KeepBlocks`` observer (after the timed stages; ``live.generate`` passes it)
+  calls ``keep``, which stores the block in ``STORE`` (bounded, off unless a viewer enables it)
+  under a key in ``rt.extra``, and the drafter's rows in ``rt.draft`` for saved traces;
 - saved traces (schema 2): ``rt.draft`` holds the rows ``z`` and the root state (float32, base64,
   ``D x H`` floats a round, about 49 KB for the embedded pair's 16 x 576); the base logits are the
   loaded target's LM head on them again, so a replay rebuilds only with the model that decoded it.
@@ -36,11 +36,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .config import METHOD_DRAFTER, ConfigError, DecodeConfig, TreeConfig
-from .methods import METHOD_TABLE
-from .scoring import DraftBlock
-from .trace import DecodeTrace, RoundTrace
-from .tree import Tree, child_maps
+from ..config import METHOD_DRAFTER, ConfigError, DecodeConfig, TreeConfig
+from ..methods import METHOD_TABLE
+from ..observe import Observer, RoundState, StageClock
+from ..scoring import DraftBlock
+from ..trace import DecodeTrace, RoundTrace
+from ..tree import Tree, child_maps
 
 SCORERS = ("conditional", "marginal", "condstatic")
 # the scorer each method's tree is built with (None: a chain, which has no scorer to change)
@@ -131,17 +132,28 @@ class DraftStore:
 STORE = DraftStore()
 
 
-def keep(decoder, rt: RoundTrace, block: DraftBlock, cfg: DecodeConfig) -> None:
-    """Called by ``Decoder.annotate`` after the timed stages: keep the block for live rebuilds
-    and the drafter's rows in the trace for saved ones (nothing unless ``STORE`` is enabled)."""
-    if STORE.max_bytes <= 0 or block is None or block.z is None:
+def keep(store: DraftStore, rt: RoundTrace, block: DraftBlock, cfg: DecodeConfig) -> None:
+    """Keep ``block`` in ``store`` for live rebuilds, and the drafter's rows in the trace for saved
+    ones (nothing while the store is off)."""
+    if store.max_bytes <= 0 or block is None or block.z is None:
         return
     kept = Kept(DraftBlock(block.root, block.base_logits.detach().clone(), block.z.detach().clone(),
                            None if block.root_state is None else block.root_state.detach().clone()), cfg)
     key = uuid.uuid4().hex
-    STORE.put(key, kept)
+    store.put(key, kept)
     rt.extra["draft_key"] = key
     rt.draft = rows_dict(kept.block, cfg)
+
+
+class KeepBlocks(Observer):
+    """Keeps every round's draft block (``keep``), after the round's timed stages; a viewer's
+    decode passes it to ``Decoder.generate`` (``live.generate``)."""
+
+    def __init__(self, store: DraftStore | None = None):
+        self.store = STORE if store is None else store
+
+    def after_round(self, decoder, state: RoundState, rt: RoundTrace) -> None:
+        keep(self.store, rt, state.block, state.cfg)
 
 
 def _b64(t: torch.Tensor) -> str:
@@ -231,21 +243,6 @@ def trace_config(trace: DecodeTrace, rt: RoundTrace) -> DecodeConfig:
 
 # --- the rebuild -----------------------------------------------------------------------------------
 
-class _Clock:
-    """What ``Decoder.build`` times its stage with (a rebuild's time is measured around it)."""
-
-    def __init__(self):
-        self.ms = {"build": 0.0}
-
-    def now(self) -> float:
-        return time.perf_counter()
-
-    def lap(self, stage: str, t0: float) -> float:
-        t1 = time.perf_counter()
-        self.ms[stage] = self.ms.get(stage, 0.0) + (t1 - t0) * 1e3
-        return t1
-
-
 @dataclass
 class Rebuilt:
     """A rebuilt round: ``round`` is drawable like any RoundTrace (its accepted path and bonus are
@@ -331,8 +328,8 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
     """Round ``i`` of ``trace`` rebuilt with ``settings`` from its kept draft block (no target
     forward; the draft vocabulary, when changed, reruns only the LM head on the drafter's rows).
     Run it where the model's torch work runs (the explorer's model thread)."""
-    from .builders import get_builder
-    from .config import default_builder
+    from ..builders import get_builder
+    from ..config import default_builder
     t0 = time.perf_counter()
     if not 0 <= i < len(trace.rounds):
         raise RebuildError(f"no round {i + 1} in this run ({len(trace.rounds)} rounds)")
@@ -368,7 +365,7 @@ def rebuild(decoder, trace: DecodeTrace, i: int, settings: Settings) -> Rebuilt:
                      "could differ slightly")
     builder = get_builder(cfg.builder or default_builder(decoder.target.device))
     built, _, _ = decoder.build(cfg=new_cfg, drafter=drafter, block=block, root=block.root, start=rt.start,
-                                builder=builder, ab=None, clock=_Clock(), vocab=vocab)
+                                builder=builder, ab=None, clock=StageClock(), vocab=vocab)
     tree = built.tree
     only_r, only_a = tree_diff(rt.tree, tree)
     greedy = rt.temperature < 1e-5

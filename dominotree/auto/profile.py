@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from .costmodel import CostModel
-from .machine import hardware_info, versions_info
+from ..machine import hardware_info, versions_info
 
 DEFAULT_CONTEXTS = (128, 512, 1024, 2048)
 DEFAULT_NODES = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -22,7 +22,7 @@ DEFAULT_NODES = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 def _random_tree(n: int, seed: int):
     """A fixed bushy tree of n nodes (parents drawn among earlier rows, favouring shallow ones)."""
-    from .tree import Tree
+    from ..tree import Tree
     rng = random.Random(seed)
     parents, depths = [-1], [0]
     for i in range(1, n + 1):
@@ -35,9 +35,9 @@ def _random_tree(n: int, seed: int):
 def profile_verify(pair, contexts, nodes, repeats: int = 5, seed: int = 0, progress=None) -> list[list[float]]:
     """Median verify latency (ms) for each context length and node count, on this machine."""
     import torch
-    from .models.target import cache_truncate
-    from .verify import verify_tree
-    from .decode import _Clock
+    from ..models.target import cache_truncate
+    from ..verify import verify_tree
+    from ..observe import StageClock
     tgt = pair.target
     taps = None
     for kind in ("domino", "dflash"):
@@ -46,7 +46,7 @@ def profile_verify(pair, contexts, nodes, repeats: int = 5, seed: int = 0, progr
             break
     vocab = min(tgt.vocab_rows, int(getattr(tgt.config, "vocab_size", tgt.vocab_rows)))
     g = torch.Generator().manual_seed(seed)
-    clock = _Clock(tgt.device)
+    clock = StageClock(tgt.device)
     out = []
     with torch.inference_mode():
         for ctx in contexts:
@@ -76,8 +76,8 @@ def profile_verify(pair, contexts, nodes, repeats: int = 5, seed: int = 0, progr
 
 def profile_draft(pair, repeats: int = 3, max_new_tokens: int = 24) -> dict[str, float]:
     """Median draft-stage ms per round for each drafter kind (from short real decodes)."""
-    from .config import DecodeConfig
-    from .decode import Decoder
+    from ..config import DecodeConfig
+    from ..decode import Decoder
     dec = Decoder(pair)
     out = {}
     for kind, method in (("dflash", "dflash"), ("domino", "domino")):

@@ -4,9 +4,9 @@ per machine and weights and cached, and the curves a projection assumes.
 A tree round verifies ``budget + 1`` rows in one forward. Where that forward costs about what a
 one-row step costs (a GPU, memory-bound up to some tens of rows) a tree is nearly free to verify;
 on a CPU without AMX the products are compute-bound and 17 rows cost several steps. This module
-gives that curve as numbers; ``costpanel.py`` turns it and the recorded rounds into speedups.
+gives that curve as numbers; ``view/costpanel.py`` turns it and the recorded rounds into speedups.
 
-- ``measure(pair)``: ``costprofile.profile_verify`` (what ``profile-cost`` times) at one context
+- ``measure(pair)``: ``profile.profile_verify`` (what ``profile-cost`` times) at one context
   length for 0..32 tree nodes, i.e. 1..33 rows, medians of interleaved repeats;
 - ``cached_curve(pair)``: the measured curve from ``<cache>/cost-curves/`` (``~/.cache/dominotree``,
   or ``$DOMINOTREE_CACHE``), keyed by the CPU, the preset and weights, dtype and thread count;
@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .jsonfile import write_json_atomic
+from ..jsonfile import write_json_atomic
 
 SCHEMA = "dominotree.cost_curve"
 ROWS = tuple(range(1, 34))        # 1..33 rows: the root plus up to 32 tree nodes
@@ -87,8 +87,8 @@ class CostCurve:
 # --- this machine --------------------------------------------------------------------------------
 
 def cpu_name() -> str:
-    from .comparison import machine
-    return machine().get("cpu") or "this CPU"
+    from ..machine import describe
+    return describe().get("cpu") or "this CPU"
 
 
 def curve_key(pair) -> dict:
@@ -101,7 +101,7 @@ def curve_key(pair) -> dict:
 
 
 def cache_path(pair) -> Path:
-    from .models.smollm2 import cache_root
+    from ..models.smollm2 import cache_root
     key = json.dumps(curve_key(pair), sort_keys=True)
     slug = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root() / "cost-curves" / f"{pair.name or 'custom'}-{slug}.json"
@@ -110,7 +110,7 @@ def cache_path(pair) -> Path:
 def measure(pair, repeats: int = 5, context: int = CONTEXT) -> CostCurve:
     """Time target forwards of 1..33 rows (tree nodes 0..32) at ``context`` on this machine."""
     from .costmodel import fit_monotone_convex
-    from .costprofile import profile_verify
+    from .profile import profile_verify
     room = pair.target.max_positions - ROWS[-1] - 2
     ctx = max(1, min(context, room))
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .tree import Tree
+from ..tree import Tree
 
 # Characters that would break a one-line label or reorder the text around them.
 _BIDI = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A)) | {0x200E, 0x200F, 0x061C}

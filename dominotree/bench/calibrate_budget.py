@@ -1,13 +1,13 @@
 """``python -m dominotree calibrate-budget``: the calibration behind ``--budget auto``.
 
-Runs ``dominotree.calibrate.calibrate`` (one greedy run at a large budget on held-out prompts; its
+Runs ``dominotree.auto.calibrate.calibrate`` (one greedy run at a large budget on held-out prompts; its
 docstring says what each round records), saves it where ``--budget auto`` looks for it and prints
 the predicted tokens/s against the budget, with the verify-cost profile of ``profile-cost``.
 
     python -m dominotree calibrate-budget [--preset smollm2] [--dtype bfloat16] [--method dominotree]
         [--budget-max 32] [--per-category 3] [--max-new-tokens 48] [--cost-model FILE] [--out FILE]
 
-The measuring lives in the library, ``dominotree.calibrate`` (``generate --budget auto``, ``bench``
+The measuring lives in the library, ``dominotree.auto.calibrate`` (``generate --budget auto``, ``bench``
 and the explorer use it too); its names are importable here, as before.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from .. import pairargs
-from ..autobudget import AUTO_METHODS, choose, curve, require_profile
-from ..autofiles import calibration_name
-from ..calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
+from ..auto.budget import AUTO_METHODS, choose, curve, require_profile
+from ..auto.files import calibration_name
+from ..auto.calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
 from ..config import TreeConfig
 from ..errors import UserError
 
@@ -51,15 +51,15 @@ def main(argv=None) -> int:
         torch.set_num_threads(a.threads)
     pair = pairargs.load_pair_from_args(a)
     a.draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
-    from ..autofiles import machine_dir
-    from ..costmodel import load_cost_model
+    from ..auto.files import machine_dir
+    from ..auto.costmodel import load_cost_model
     here = machine_dir(pair.name, pair.target.device, pair.target.weights, a.dtype)
     out = Path(a.out) if a.out else here / calibration_name(a.method, a.draft_vocab, pair.name)
     cpath = Path(a.cost_model) if a.cost_model else here / "cost_model.json"
     if a.cost_model or cpath.is_file():
         cm = require_profile(cpath, pair.name, a.dtype)
     else:
-        from ..costprofile import profile
+        from ..auto.profile import profile
         print(f"measuring this machine's verify-cost profile first ({cpath})", file=sys.stderr)
         cm = load_cost_model(profile(pair, contexts=(64, 256, 1024), nodes=(0, 1, 2, 4, 8, 16, 32),
                                      repeats=3).save(cpath))
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['budget']:>6} {r['tau']:>6.2f} {r['round_ms']:>9.2f} {r['round_ar_steps']:>9.2f} "
               f"{r['predicted_tokens_per_s']:>11.2f} {r['speedup']:>6.2f}" + ("  <- auto" if r["budget"] == b else ""))
-    from ..autobudget import explain
+    from ..auto.budget import explain
     print(explain(rows, b))
     print(f"saved {out}", file=sys.stderr)
     print(json.dumps({"calibration": str(out), "method": a.method, "draft_vocab": a.draft_vocab, "auto_budget": b, "reason": explain(rows, b),

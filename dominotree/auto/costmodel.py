@@ -12,7 +12,7 @@ the largest ``n`` it extends its last slope (linear extrapolation keeps it conve
 context lengths it is interpolated linearly and clamped to the profiled range (no
 extrapolation in ``l``, which keeps every slice monotone and convex).
 
-The profiler (``dominotree/costprofile.py``, run by ``python -m dominotree profile-cost --preset smollm2``)
+The profiler (``dominotree/auto/profile.py``, run by ``python -m dominotree profile-cost --preset smollm2``)
 writes ``results/cost_model_<preset>_<device>.json``; ``load_cost_model(path)`` reads it back.
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .jsonfile import write_json_atomic
+from ..errors import UserError
+from ..jsonfile import write_json_atomic
 
 SCHEMA = "dominotree.cost_model"
 SCHEMA_VERSION = 1

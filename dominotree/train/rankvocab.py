@@ -1,6 +1,6 @@
 """Rank the target's tokens for a draft vocabulary (``dominotree/draftvocab.py``).
 
-    python -m dominotree.train.draftvocab --data assets/distill [--shards N] [--keep 32768]
+    python -m dominotree.train.rankvocab --data assets/distill [--shards N] [--keep 32768]
         [--out assets/drafters/draft-vocab.json]
 
 Counts every answer token of the self-distilled data (the target's own outputs, so the tokens it
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     _, counts_rest = ranked_tokens(answers[len(head):], a.vocab_size)
     order, counts = ranked_tokens(answers, a.vocab_size)
     blob = {"ranked_ids": order[: a.keep].tolist(),
-            "made_by": "python -m dominotree.train.draftvocab " + " ".join(sys.argv[1:] if argv is None else argv),
+            "made_by": "python -m dominotree.train.rankvocab " + " ".join(sys.argv[1:] if argv is None else argv),
             "data": str(a.data), "shards": n_shards, "answer_tokens": int(counts.sum()),
             "distinct_tokens": int((counts > 0).sum()),
             "coverage_heldout": {"ranked_on_shards": cut, **coverage(order_h, counts_rest)},

@@ -20,10 +20,10 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..colors import STAGE_COLORS
 from ..config import STAGES
 from . import stats
 
-STAGE_COLORS = {"draft": "#0072B2", "build": "#E69F00", "verify": "#009E73", "commit": "#CC79A7"}
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000", "#999999",
            "#882255", "#44AA99", "#117733"]
 _FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
