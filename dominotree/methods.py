@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 
 from .builders import Built, adaptive, build_lazy, build_reference
 from .config import METHOD_DRAFTER, DecodeConfig
 from .draftvocab import DraftVocab
-from .scoring import MarginalScorer, StaticScorer, ConditionalScorer, domino_chain, greedy_chain
+from .scoring import MarginalScorer, StaticScorer, ConditionalScorer, domino_chain, greedy_chain, top_logprobs
 from .tree import Tree
 
 
@@ -59,8 +58,8 @@ def _domino_chain(block, drafter, embed, scorer, root, tc, depth, stop):
 
 def _marginal_lazy(block, drafter, embed, scorer, root, tc, depth, stop):
     """DDTree's lazy heap over the per-depth top-``budget`` marginals (CaDDTree with ``stop``)."""
-    lp = torch.log_softmax(block.base_logits[:depth].float(), dim=-1)
-    vals, ids = torch.topk(lp, min(tc.budget, lp.shape[-1]), dim=-1)
+    logits = block.base_logits[:depth]
+    vals, ids = top_logprobs(logits, min(tc.budget, logits.shape[-1]))
     return build_lazy(ids.tolist(), vals.tolist(), root, tc.budget, stop=stop)
 
 

@@ -170,6 +170,15 @@ class _BaseScores:
         return cand.tolist(), self.base_lp.gather(1, cand).tolist()
 
 
+def top_logprobs(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log-probs, ids)`` of the ``k`` most likely tokens of each row, as the DDTree authors
+    compute them: top-k of the float32 logits, minus their logsumexp. (``topk(log_softmax)`` is an
+    ulp away in places, which decides exact ties otherwise.)"""
+    x = logits.float()
+    vals, ids = torch.topk(x, k, dim=-1)
+    return vals - torch.logsumexp(x, dim=-1, keepdim=True), ids
+
+
 class MarginalScorer(_BaseScores):
     """Every node at depth d gets the same menu: the top-K of the base distribution at d."""
 
@@ -178,13 +187,13 @@ class MarginalScorer(_BaseScores):
         self.k = min(k, self.V)
         self._menus: list = [None] * self.D
         if not self.lazy:
-            vals, ids = torch.topk(self.base_lp, self.k, dim=-1)
+            vals, ids = top_logprobs(block.base_logits, self.k)
             self._menus = [(i, v) for i, v in zip(ids.tolist(), vals.tolist())]
 
     def children(self, state, depth: int) -> Children:
         menu = self._menus[depth - 1]
         if menu is None:
-            vals, ids = torch.topk(self.row(depth).lp, self.k)
+            vals, ids = top_logprobs(self.block.base_logits[depth - 1], self.k)
             menu = self._menus[depth - 1] = (ids.tolist(), vals.tolist())
         toks, lps = menu
         return Children(toks, lps, lps, self.ranks(depth, toks), None)
@@ -204,12 +213,10 @@ class ConditionalScorer(_BaseScores):
         self.dtype = drafter.fc.weight.dtype
         self.w2 = drafter.embed_proj[2].weight                                 # [V, E]
         super().__init__(block, topm, lazy)
-        k1 = min(k, self.V)
-        if k1 <= self.m:     # the first K1 of depth 1's Top-M: top-K1 of its log-softmax, no second sort
-            d1 = self.row(1)
-            self.root_children = (d1.lp.index_select(0, d1.cand[:k1]), d1.cand[:k1])
-        else:
-            self.root_children = torch.topk(self.row(1).lp, k1)
+        # depth 1 is path-independent: top-K of its full-vocabulary log-softmax, as the authors'
+        # code takes it (not the first K of the Top-M list: torch.topk picks other tokens among
+        # exact ties for another k)
+        self.root_children = torch.topk(self.row(1).lp, min(k, self.V))
 
     def _prepare_all(self, todo: list[int], logits: torch.Tensor, cand: torch.Tensor) -> None:
         if self.topm:
