@@ -36,7 +36,58 @@ def default_builder(device=None) -> str:
     kind = device if isinstance(device, str) else device.type
     return DEFAULT_BUILDERS.get(kind.split(":")[0], "python")
 
-MAX_BUDGET = 1024
+MAX_BUDGET = 256
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A number's range and its one message, read by the library (the configs below), the
+    command line (``pairargs``) and the explorer (its sliders and checks): ``lo <= value <= hi``
+    (``hi`` None: no upper end); ``note`` says what a special value means. ``slider_hi`` is where
+    the explorer's slider ends when ``hi`` is open."""
+    name: str
+    lo: float
+    hi: float | None = None
+    note: str = ""
+    whole: bool = True
+    slider_hi: float | None = None
+
+    def message(self, got, label: str | None = None, hi: float | None = None) -> str:
+        hi = self.hi if hi is None else hi
+        kind = "an integer" if self.whole else "a number"
+        where = f"in [{self.lo:g}, {hi:g}]" if hi is not None else f">= {self.lo:g}"
+        shown = f"{got:g}" if isinstance(got, (int, float)) and not isinstance(got, bool) else repr(got)
+        return f"{label or self.name} must be {kind} {where}" + (f" ({self.note})" if self.note else "") + f", got {shown}"
+
+    def check(self, value, label: str | None = None, hi: float | None = None):
+        """``value`` when it is in range (an int where ``whole``; a bool never), else a ConfigError."""
+        top = self.hi if hi is None else hi
+        ok_type = not isinstance(value, bool) and (isinstance(value, int) if self.whole else isinstance(value, (int, float)))
+        if not ok_type or value != value or value < self.lo or (top is not None and value > top):
+            raise ConfigError(self.message(value, label, hi))
+        return value
+
+    def parse(self, value, label: str | None = None, hi: float | None = None):
+        """``check`` of a typed or slid value (a string, a float that is whole): the explorer's controls."""
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(self.message(str(value)[:40], label, hi)) from None
+        if self.whole and x == x and x == int(x):
+            x = int(x)
+        return self.check(x, label, hi)
+
+
+BOUNDS = {b.name: b for b in (
+    Bound("budget", 0, MAX_BUDGET, "0: no tree, plain decoding", slider_hi=MAX_BUDGET),
+    Bound("corr_topm", 0, None, "0: the full vocabulary", slider_hi=256),
+    Bound("node_topk", 1, None, slider_hi=32),
+    Bound("max_depth", 1, None),
+    Bound("temperature", 0, 100, "0: greedy", whole=False, slider_hi=2),
+    Bound("max_new_tokens", 1, None),
+    Bound("seed", 0, 2**63 - 1),        # torch.Generator.manual_seed takes a signed 64-bit integer
+    Bound("draft_vocab", 0, None, "0: the full vocabulary"),
+)}
 
 
 @dataclass(frozen=True)
@@ -47,17 +98,12 @@ class TreeConfig:
     max_depth: int | None = None  # None: the drafter's block depth (15 DFlash, 16 Domino)
 
     def __post_init__(self):
-        if not isinstance(self.budget, int) or not 0 <= self.budget <= MAX_BUDGET:
-            raise ConfigError(f"budget must be an integer in [0, {MAX_BUDGET}] (0: no tree, plain decoding), "
-                              f"got {self.budget!r}")
-        if not isinstance(self.corr_topm, int) or self.corr_topm < 0:
-            raise ConfigError(f"corr_topm must be >= 0 (0 = full vocabulary), got {self.corr_topm!r}")
-        if not isinstance(self.node_topk, int) or self.node_topk < 1:
-            raise ConfigError(f"node_topk must be >= 1, got {self.node_topk!r}")
+        for name in ("budget", "corr_topm", "node_topk"):
+            BOUNDS[name].check(getattr(self, name))
         if self.corr_topm and self.node_topk > self.corr_topm:
             raise ConfigError(f"node_topk ({self.node_topk}) cannot exceed corr_topm ({self.corr_topm})")
-        if self.max_depth is not None and self.max_depth < 1:
-            raise ConfigError(f"max_depth must be >= 1, got {self.max_depth!r}")
+        if self.max_depth is not None:
+            BOUNDS["max_depth"].check(self.max_depth)
 
 
 @dataclass(frozen=True)
@@ -75,14 +121,8 @@ class DecodeConfig:
     def __post_init__(self):
         if self.method not in METHOD_DRAFTER:
             raise ConfigError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        t = self.temperature
-        if not isinstance(t, (int, float)) or t != t or t < 0 or t > 100:
-            raise ConfigError(f"temperature must be a number in [0, 100], got {t!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
-        dv = self.draft_vocab
-        if isinstance(dv, bool) or not isinstance(dv, int) or dv < 0:
-            raise ConfigError(f"draft_vocab must be a token count >= 0 (0: the full vocabulary), got {dv!r}")
+        for name in ("temperature", "max_new_tokens", "seed", "draft_vocab"):
+            BOUNDS[name].check(getattr(self, name))
         for b in (self.builder, self.ab_builder):
             if b is not None and b not in BUILDERS:
                 raise ConfigError(f"unknown builder {b!r}; choose one of {', '.join(BUILDERS)}")

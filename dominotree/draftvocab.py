@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .config import ConfigError
+from .config import BOUNDS, ConfigError
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1] / "assets" / "drafters" / "draft-vocab.json"
 
@@ -51,8 +51,8 @@ class DraftVocab:
 
     def __init__(self, target, ranked: list[int], size: int):
         vocab = target.vocab_rows
-        if not isinstance(size, int) or size < 1:
-            raise ConfigError(f"draft vocabulary size must be a positive integer, got {size!r}")
+        if BOUNDS["draft_vocab"].check(size) == 0:
+            raise ConfigError("a draft vocabulary of 0 tokens is the full vocabulary: no DraftVocab to make")
         if size > len(ranked):
             raise ConfigError(f"draft vocabulary of {size} tokens asked, the ranked list has {len(ranked)}")
         ids = sorted(ranked[:size])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .config import BUILDERS
+from .config import BOUNDS, BUILDERS, ConfigError
 from .errors import UserError
 
 
@@ -59,19 +59,22 @@ def add_draft_vocab_arg(p, help: str = DRAFT_VOCAB_HELP) -> None:
     p.add_argument("--draft-vocab", type=draft_vocab_arg, default=None, metavar="N", help=help)
 
 
+def bounded(name: str, value: str):
+    """``value`` parsed and checked against ``config.BOUNDS[name]``, as an argparse type error."""
+    try:
+        return BOUNDS[name].parse(value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def draft_vocab_arg(s: str) -> int:
     """``--draft-vocab``: a token count >= 0 (0: the full vocabulary)."""
-    try:
-        n = int(s)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be a token count >= 0 (0: the full vocabulary), got {s!r}")
-    return n
+    return bounded("draft_vocab", s)
 
 
 def budget_arg(s: str):
-    """``--budget``: an integer or ``auto``."""
+    """``--budget``: an integer or ``auto`` (its range is checked with every other setting, by
+    ``config.TreeConfig``, before the pair loads)."""
     if s.strip().lower() == "auto":
         return "auto"
     try:

@@ -40,6 +40,13 @@ EMBEDDED_DRAFTER_DIRS = {kind: EMBEDDED_DRAFTERS / f"smollm2-{kind}-b8" for kind
 # results/acceptance/stage7-b16-v8192/) and run +13 % tok/s at budget 3 (results/round-floor-zen5/).
 # ``--draft-vocab 0`` asks for the full vocabulary. The library's DecodeConfig keeps 0.
 DEFAULT_DRAFT_VOCAB = {"smollm2": 8192}
+# the draft vocabularies the explorer offers (0: the full vocabulary, as the paper)
+DRAFT_VOCAB_CHOICES = (0, 16384, 8192)
+
+
+def draft_vocab_label(n: int) -> str:
+    """How a draft vocabulary of ``n`` tokens is named to a person (the explorer's menu)."""
+    return "full vocabulary (paper)" if n == 0 else f"{n} most frequent tokens"
 
 
 def default_draft_vocab(name: str | None, vocab_file: str | Path | None = None) -> int:
@@ -98,10 +105,9 @@ class Pair:
         """The draft vocabulary a run of ``method`` uses: ``asked`` (0: the full vocabulary), or the
         pair's default when None; 0 for a method that drafts nothing (``ar``). A size the pair's
         ranked file cannot give is a ConfigError naming the range, before anything runs."""
-        from .config import METHOD_DRAFTER
+        from .config import BOUNDS, METHOD_DRAFTER
         n = self.default_draft_vocab if asked is None else asked
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(f"draft vocabulary must be a token count >= 0 (0: the full vocabulary), got {n!r}")
+        BOUNDS["draft_vocab"].check(n)
         if method is not None and METHOD_DRAFTER[method] is None:
             return 0
         if n:

@@ -72,7 +72,7 @@ def test_the_embedded_pair_defaults_to_8192_tokens_and_every_other_pair_to_the_f
 def test_bad_sizes_are_clear_errors(tiny_pair):
     smol = Pair(tiny_pair.target, tiny_pair.drafters, "smollm2", embedded_paths())
     for bad in (-1, True, "8192"):
-        with pytest.raises(ConfigError, match="token count >= 0"):
+        with pytest.raises(ConfigError, match="draft_vocab must be an integer >= 0"):
             smol.resolve_draft_vocab(bad, "dominotree")
     with pytest.raises(ConfigError, match="has 32768 .*choose 1 to 32768, or 0 for the full vocabulary"):
         smol.resolve_draft_vocab(49152, "dominotree")
@@ -118,7 +118,7 @@ def test_generate_resolves_and_records_the_default(cli, tmp_path):
 def test_generate_refuses_bad_sizes_and_writes_nothing(cli, tmp_path):
     base = ["generate", "--preset", "random-tiny", "--prompt", "Hi", "--max-new-tokens", "4", "--no-warm-up",
             "--trace", str(tmp_path / "t.json")]
-    for bad, says in (("-1", "token count >= 0"), ("lots", "token count >= 0"), ("100000", "choose 1 to 320")):
+    for bad, says in (("-1", "draft_vocab must be an integer >= 0"), ("lots", "draft_vocab must be an integer >= 0"), ("100000", "choose 1 to 320")):
         code, out, err = cli(*base, "--draft-vocab", bad)
         assert code == 2, (bad, err)
         assert says in err and "Traceback" not in err, (bad, err)

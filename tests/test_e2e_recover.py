@@ -83,10 +83,10 @@ MISTAKES = {
     "five methods": (lambda pg: [tick(pg, m) for m in ("dflash", "domino")],
                      lambda pg: [tick(pg, m) for m in ("dflash", "domino")], "Pick at most 4"),
     "max new 2.5": (lambda pg: set_number(pg, "max-new", "2.5"), lambda pg: set_number(pg, "max-new", 8),
-                    "Max new tokens must be a whole number"),
+                    "Max new tokens must be an integer"),
     "seed -5": (lambda pg: set_number(pg, "seed", -5), lambda pg: set_number(pg, "seed", 0), "Seed out of range"),
     "seed 1e30": (lambda pg: set_number(pg, "seed", "1e30"), lambda pg: set_number(pg, "seed", 0),
-                  "Seed out of range: Seed must be a whole number between 0 and 9.22337e+18 (got 1e+30)"),
+                  "Seed out of range: Seed must be an integer in [0, 9.22337e+18], got 1e+30"),
 }
 
 

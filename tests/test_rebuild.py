@@ -158,7 +158,7 @@ def test_old_traces_and_other_models_are_refused(decoder):
 @pytest.mark.parametrize("settings,match", [
     (dict(k=9, topm=4), "cannot exceed Top-M"),
     (dict(budget=0), "Budget"),
-    (dict(budget=100000), "limit"),
+    (dict(budget=100000), r"Budget must be an integer in \[0, 256\]"),
     (dict(scorer="bogus"), "unknown scorer"),
 ])
 def test_impossible_settings_get_a_message(decoder, settings, match):

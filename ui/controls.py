@@ -6,8 +6,8 @@ import json
 import gradio as gr
 
 from dominotree.auto.budget import apply_auto, auto_available
-from dominotree.config import BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
-from dominotree.presets import ASSETS, default_draft_vocab
+from dominotree.config import BOUNDS, BUILDERS, METHODS, ConfigError, DecodeConfig, TreeConfig, default_builder
+from dominotree.presets import ASSETS, DRAFT_VOCAB_CHOICES, default_draft_vocab, draft_vocab_label
 
 from . import backend as be
 
@@ -38,28 +38,24 @@ def available_builders() -> list[str]:
     return out
 
 
-MAX_SEED = 2**63 - 1        # torch.Generator.manual_seed takes a signed 64-bit integer here
-
-
-def number(label: str, value, lo, hi, whole: bool = True):
-    """A control's value checked against its range: Gradio's own bounds check is switched off
-    (``lenient``) so that a mistake gets this message instead of an error over every output."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{label} must be a number (got {str(value)[:40]!r}).") from None
-    kind = "a whole number" if whole else "a number"
-    if x != x or (whole and x != int(x)) or not lo <= x <= hi:
-        got = f"{x:g}" if x == x else "not a number"
-        raise ConfigError(f"{label} must be {kind} between {lo:g} and {hi:g} (got {got}).")
-    return int(x) if whole else x
+def number(name: str, label: str, value, hi=None):
+    """A control's value checked against its range in ``config.BOUNDS`` (the library's; ``hi``: a
+    lower end this server sets): Gradio's own bounds check is switched off (``lenient``) so that a
+    mistake gets this message instead of an error over every output."""
+    return BOUNDS[name].parse(value, label, hi)
 
 
 def check_seed(seed) -> int:
     try:
-        return number("Seed", seed, 0, MAX_SEED)
+        return number("seed", "Seed", seed)
     except ConfigError as e:
         raise ConfigError(f"Seed out of range: {e}") from None
+
+
+def slider(name: str, **kw):
+    """A lenient slider over ``config.BOUNDS[name]``'s range (to its ``slider_hi`` where open)."""
+    b = BOUNDS[name]
+    return lenient(gr.Slider(b.lo, b.slider_hi if b.slider_hi is not None else b.hi, **kw))
 
 
 def lenient(component):
@@ -69,7 +65,7 @@ def lenient(component):
     return component
 
 
-DRAFT_VOCABS = {"full vocabulary (paper)": 0, "16384 most frequent tokens": 16384, "8192 most frequent tokens": 8192}
+DRAFT_VOCABS = {draft_vocab_label(n): n for n in DRAFT_VOCAB_CHOICES}
 
 
 def draft_vocab_size(label) -> int:
@@ -101,10 +97,10 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
                   ab_builder=NO_AB, draft_vocab=None) -> DecodeConfig:
     """Slider values -> DecodeConfig (raises ConfigError with a readable message)."""
     from dominotree.builders import get_builder
-    temperature = number("Temperature", temperature, 0, 2, whole=False)
+    temperature = number("temperature", "Temperature", temperature)
     seed = check_seed(seed)
-    budget, topm = number("Budget", budget, 1, 256), number("Top-M", topm, 0, 256)
-    topk = number("K (children per node)", topk, 1, 32)
+    budget, topm = number("budget", "Budget", budget), number("corr_topm", "Top-M", topm)
+    topk = number("node_topk", "K (children per node)", topk)
     if topm and topk > topm:
         raise ConfigError(f"K ({topk}) cannot exceed Top-M ({topm}); raise Top-M or lower K.")
     for b in (builder, ab_builder):
@@ -172,7 +168,7 @@ def check_request(prompt, methods, max_new) -> list[str]:
         raise ConfigError("Pick at least one method.")
     if len(wanted) > be.MAX_METHODS:
         raise ConfigError(f"Pick at most {be.MAX_METHODS} methods to compare side by side (got {len(wanted)}).")
-    number("Max new tokens", max_new, 1, be.MAX_NEW_TOKENS)
+    number("max_new_tokens", "Max new tokens", max_new, hi=be.MAX_NEW_TOKENS)
     return wanted
 
 
@@ -207,15 +203,15 @@ def build_controls(backend: be.Backend) -> dict:
         run = gr.Button("Run", variant="primary", elem_id="run")
         stop = gr.Button("Stop", variant="stop", elem_id="stop")
     with gr.Accordion("Decoding", open=True):
-        temperature = lenient(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"))
+        temperature = slider("temperature", value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
         seed = lenient(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
         max_new = lenient(gr.Slider(1, be.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new"))
-        budget = lenient(gr.Slider(1, 256, value=16, step=1, label="Budget (tree nodes; paper: 16)", elem_id="budget"))
+        budget = slider("budget", value=16, step=1, label="Budget (tree nodes; paper: 16; 0: plain decoding)", elem_id="budget")
         budget_auto = gr.Checkbox(label=AUTO_LABEL, elem_id="budget-auto", **auto_budget_control(backend.choice))
         calibrate = gr.Button("Calibrate this machine for auto (about 2 min)", size="sm", elem_id="calibrate",
                               interactive=not backend.locked)
-        topm = lenient(gr.Slider(0, 256, value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m"))
-        topk = lenient(gr.Slider(1, 32, value=8, step=1, label="K (children per node)", elem_id="topk"))
+        topm = slider("corr_topm", value=64, step=1, label="Top-M (0 = full vocabulary)", elem_id="topm-m")
+        topk = slider("node_topk", value=8, step=1, label="K (children per node)", elem_id="topk")
         builders = available_builders()
         with gr.Row():
             builder = gr.Dropdown(builders, value=default_builder(), label="Tree builder", elem_id="builder-choice")

@@ -23,9 +23,9 @@ SAME_VOCAB = "as the run"
 
 def settings_from(topm, k, budget, scorer, vocab, own: rb.Settings) -> rb.Settings:
     """Control values -> Settings (ConfigError with a message on a mistake)."""
-    topm = number("Top-M", topm, 0, 256)
-    k = number("K (children per node)", k, 1, 32)
-    budget = number("Budget", budget, 1, rb.MAX_BUDGET)
+    topm = number("corr_topm", "Top-M", topm)
+    k = number("node_topk", "K (children per node)", k)
+    budget = number("budget", "Budget", budget)
     n = own.draft_vocab if vocab in (None, "", SAME_VOCAB) else draft_vocab_size(vocab)
     if scorer not in rb.SCORERS:
         raise ConfigError(f"choose a scorer: {', '.join(rb.SCORERS)}")

@@ -21,7 +21,7 @@ from .. import pairargs
 from ..auto.budget import AUTO_METHODS, choose, curve, require_profile
 from ..auto.files import calibration_name
 from ..auto.calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
-from ..config import TreeConfig
+from ..config import MAX_BUDGET, TreeConfig
 from ..errors import UserError
 
 
@@ -42,10 +42,10 @@ def main(argv=None) -> int:
                    "measured now when it has none: autofiles.machine_dir)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default=None, help="default: this machine's budget_<method>[_v<N>].json "
-                   "(autofiles.machine_dir, where --budget auto looks)")
+                   "(auto.files.machine_dir, where --budget auto looks)")
     a = p.parse_args(argv)
-    if not 1 <= a.budget_max <= 256 or a.per_category < 1 or a.max_new_tokens < 1:
-        raise UserError("--budget-max must be in [1, 256]; --per-category and --max-new-tokens >= 1")
+    if not 1 <= a.budget_max <= MAX_BUDGET or a.per_category < 1 or a.max_new_tokens < 1:
+        raise UserError(f"--budget-max must be in [1, {MAX_BUDGET}]; --per-category and --max-new-tokens >= 1")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)

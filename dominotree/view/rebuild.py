@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..config import METHOD_DRAFTER, ConfigError, DecodeConfig, TreeConfig
+from ..config import BOUNDS, METHOD_DRAFTER, ConfigError, DecodeConfig, TreeConfig
 from ..methods import METHOD_TABLE
 from ..observe import Observer, RoundState, StageClock
 from ..scoring import DraftBlock
@@ -58,7 +58,6 @@ SCORER_OF = {m: _scorer_of(row) for m, row in METHOD_TABLE.items()}
 # a scorer on a drafter kind -> the method whose build that is
 METHOD_OF = {("domino", "conditional"): "dominotree", ("domino", "marginal"): "marg",
              ("domino", "condstatic"): "condstatic", ("dflash", "marginal"): "ddtree"}
-MAX_BUDGET = 256
 UNKNOWN = -1            # a tree row whose target token is not known exactly
 
 
@@ -281,11 +280,14 @@ def method_for(round_method: str, scorer: str | None) -> str:
 
 def check_settings(s: Settings) -> None:
     """Refuse impossible settings with a message (the rebuild changes nothing then)."""
-    for name, v, lo in (("Top-M", s.topm, 0), ("K", s.k, 1), ("Budget", s.budget, 1), ("Draft vocabulary", s.draft_vocab, 0)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise RebuildError(f"{name} must be a whole number >= {lo} (got {v!r})")
-    if s.budget > MAX_BUDGET:
-        raise RebuildError(f"Budget {s.budget} is over the rebuild's limit of {MAX_BUDGET} nodes")
+    for name, label, v in (("corr_topm", "Top-M", s.topm), ("node_topk", "K", s.k), ("budget", "Budget", s.budget),
+                           ("draft_vocab", "Draft vocabulary", s.draft_vocab)):
+        try:
+            BOUNDS[name].check(v, label)
+        except ConfigError as e:
+            raise RebuildError(str(e)) from None
+    if s.budget == 0:
+        raise RebuildError("Budget 0 is plain decoding: there is no tree to rebuild; choose 1 or more")
     if s.topm and s.k > s.topm:
         raise RebuildError(f"K ({s.k}) cannot exceed Top-M ({s.topm}): a node's children are drawn from the "
                            f"Top-M candidates; raise Top-M or lower K")
