@@ -103,7 +103,7 @@ def usable_depths(cfg: DecodeConfig) -> int | None:
 # while a small tree reads only its first few depths. Cut to those depths alone, the block loses
 # the trailing masks the drafter was trained with: on 18 held-out prompts (embedded pair, T = 0,
 # draft vocabulary 8192) dominotree@2's tau fell from 1.52 to 1.42 with 2 rows, but 8 rows kept
-# every tau measured (dominotree@2/@3, ddtree@3 within 0.01; scripts/draft_rows_tau.py,
+# every tau measured (dominotree@2/@3, ddtree@3 within 0.01; scripts/experiments/draft_rows_tau.py,
 # results/cheap-rounds/draft_rows_tau.txt) at 0.8x the 16-row backbone time.
 DRAFT_MIN_ROWS = 8
 

@@ -30,7 +30,7 @@ from .cpuext import available
 from .draftcache import DraftCache
 from .linear import routed_product
 
-FUSED = True          # module switch for A/B measurements (scripts/draft_ab.py)
+FUSED = True          # module switch for A/B measurements (scripts/experiments/draft_ab.py)
 
 
 def _layer_products(layer) -> tuple | None:

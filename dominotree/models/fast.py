@@ -303,7 +303,7 @@ class FastModel:
             elif n == 1 and attn_mask is None and q.dtype != torch.float32:
                 # one query sees every cached key: fold each group's heads into the query rows of
                 # its kv head, [kv, group, hd] against [kv, L, hd] (no GQA expansion of the keys);
-                # faster in bf16 here (scripts/ab_forward.py), not in float32 (fewer heads to split)
+                # faster in bf16 here (scripts/experiments/ab_forward.py), not in float32 (fewer heads to split)
                 o = F.scaled_dot_product_attention(q.reshape(1, nkv, nh // nkv, hd), keys[None], values[None])
                 o = o.reshape(1, nh, 1, hd)[0].transpose(0, 1).reshape(n, nh * hd)
             else:

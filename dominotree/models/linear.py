@@ -9,7 +9,7 @@ arithmetic would allow about 1.3x. Two paths, chosen per weight:
   oneDNN's blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the packing that
   ``torch.compile``'s CPU freezing uses) and every product runs through oneDNN's matmul. The
   layout is chosen for the weight, not for the number of rows, so one copy serves the one-row
-  step and the tree verify alike. Measured in ``scripts/ab_forward.py``.
+  step and the tree verify alike. Measured in ``scripts/experiments/ab_forward.py``.
 - ``linear`` (everything else, and the fallback): ``F.linear``; a float32 product of several rows
   in blocks of ``COLUMN_CHUNK`` output columns, since MKL packs the whole weight for such a
   product and a large weight then streams through memory more than once. Bit-identical to one
@@ -29,7 +29,7 @@ COLUMN_CHUNK = 1024
 # from one-row products), so a verify row would not equal an ``ar`` step; up to 1024 it does not
 # (tests/test_fast.py). The parts' products are added in float32 and rounded once, for every row count.
 BF16_K_CHUNK = 1024
-ONEDNN = True          # module switch for A/B measurements (scripts/ab_forward.py)
+ONEDNN = True          # module switch for A/B measurements (scripts/experiments/ab_forward.py)
 
 
 def _bf16_k_parts(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

@@ -4,7 +4,7 @@
         --out-dflash data/train/smollm2-dflash-b8 --out-domino data/train/smollm2-domino-b8 \\
         --block-size 8 --time-budget-min 75 --seed 0
 
-(``scripts/train_issue29.sh`` is how the shipped block-8 pair was made; a pair ships once saved
+(``scripts/experiments/train_issue29.sh`` is how the shipped block-8 pair was made; a pair ships once saved
 compactly into the folders ``presets.EMBEDDED_DRAFTER_DIRS`` names.)
 
 Both drafters share each step's target forward (the tapped hidden states of the target, bf16,
