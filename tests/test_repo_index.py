@@ -18,8 +18,7 @@ SCRIPTS = ROOT / "scripts"
 EXPERIMENTS = SCRIPTS / "experiments"
 RESULTS = ROOT / "results"
 MAX_RESULT_FILES = 400
-# The top-level README's paths are updated by its rewrite into a map (issue 41); drop it from here then.
-NOT_CHECKED = {"README.md"}
+NOT_CHECKED: set[str] = set()
 # a path from the repository root (``git show REV:scripts/x.sh`` names an old commit's file: not checked)
 SCRIPT_PATH = re.compile(r"(?<![\w:/.-])scripts/[\w./-]+?\.(?:py|sh)\b")
 
@@ -100,3 +99,24 @@ def test_results_index_lists_every_folder_and_only_what_exists():
     for cell in first_cells(readme):
         for name in re.findall(r"`([^`]+)`", cell.split("(")[0]):
             assert (RESULTS / name).exists(), name
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    """README.md is a map: each of its links, and each link in docs/, names a file or folder that exists."""
+    bad = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in LINK.findall(doc.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (doc.parent / target).exists():
+                bad.append(f"{doc.relative_to(ROOT)} -> {target}")
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_code_map_is_on_the_readmes_first_screen():
+    """A newcomer finds the code map without scrolling far: within the first 120 lines."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert "## Code map" in lines[:120] and len(lines) <= 300
