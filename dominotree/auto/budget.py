@@ -43,7 +43,7 @@ from pathlib import Path
 from ..config import CHAIN_METHODS, DecodeConfig
 from .files import auto_paths, drafters_id, other_machine
 from .costmodel import device_slug
-from ..jsonfile import write_json_atomic
+from ..jsonfile import read_json, write_json_atomic
 from ..tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
@@ -224,14 +224,7 @@ def explain(rows: list[dict], budget: int) -> str:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    from ..errors import UserError
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"budget calibration not found: {path} (make one with `python -m dominotree calibrate-budget`)")
-    try:
-        return Calibration.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"budget calibration {path} cannot be read: {e}") from None
+    return read_json(path, "budget calibration", "python -m dominotree calibrate-budget", Calibration.from_dict)
 
 
 def require_profile(path: str | Path, preset: str, dtype: str):

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from ..jsonfile import write_json_atomic
+from ..jsonfile import read_json, write_json_atomic
 
 SCHEMA = "dominotree.cost_model"
 SCHEMA_VERSION = 1
@@ -183,13 +183,7 @@ class CostModel:
 
 def load_cost_model(path: str | Path) -> CostModel:
     """Read a cost model JSON written by ``profile-cost`` (clear errors for the wrong file)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"cost model file not found: {path} (make one with `python -m dominotree profile-cost`)")
-    try:
-        return CostModel.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"cost model {path} cannot be read: {e}") from None
+    return read_json(path, "cost model file", "python -m dominotree profile-cost", CostModel.from_dict)
 
 
 # --- where it lives ----------------------------------------------------------------------------

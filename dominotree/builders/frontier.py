@@ -37,8 +37,8 @@ from ..config import TreeConfig
 from ..trace import Menu
 from ..tree import Tree
 from .capture import CAPTURED, Capture, failed, graphs_enabled, initial, record_bodies
-from .graph import NodeExpander, _key, lru_get, reference_capture, supports
-from .reference import Built, build_reference
+from .graph import NodeExpander, _key, build_by_reference, lru_get, supports
+from .reference import Built
 
 _CACHE_SIZE = 4
 NEG_INF = float("-inf")
@@ -203,9 +203,7 @@ def program_for(scorer, budget: int) -> FrontierProgram:
 def build_frontier(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
     """``build_reference``'s tree from one device program per round (see the module docstring)."""
     if not supports(scorer):
-        built = build_reference(scorer, root_token, root_state, cfg, max_depth)
-        built.extra["capture"] = reference_capture(scorer).to_dict()
-        return built
+        return build_by_reference(scorer, root_token, root_state, cfg, max_depth)
     with torch.inference_mode():
         prog = program_for(scorer, cfg.budget)
         if prog.use_graphs and not prog.captured:

@@ -60,6 +60,14 @@ def reference_capture(scorer) -> Capture:
     return Capture(REFERENCE, f"{type(scorer).__name__}: no per-node work to capture, the Python heap ran")
 
 
+def build_by_reference(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
+    """A faster builder's round for a scorer it does not support: the reference's tree, with the
+    record that says so (graph and frontier both)."""
+    built = build_reference(scorer, root_token, root_state, cfg, max_depth)
+    built.extra["capture"] = reference_capture(scorer).to_dict()
+    return built
+
+
 class NodeExpander:
     """Static buffers and the per-node bodies for one key; see the module docstring.
 
@@ -321,9 +329,7 @@ def lru_get(cache, key, make, size: int):
 def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
     """``build_reference`` with the per-node work replayed from static buffers."""
     if not supports(scorer):
-        built = build_reference(scorer, root_token, root_state, cfg, max_depth)
-        built.extra["capture"] = reference_capture(scorer).to_dict()
-        return built
+        return build_by_reference(scorer, root_token, root_state, cfg, max_depth)
     with torch.inference_mode():
         exp = expander_for(scorer)
         if exp.use_graphs and not exp.captured:

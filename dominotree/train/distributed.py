@@ -250,8 +250,8 @@ class DistillWorker:
         from collections import Counter, deque
 
         from dominotree.train.batchgen import Request, SlotGenerator
-        from dominotree.train.selfdistill import record, second_turn_prompt
-        from dominotree.train.selfprompt import clean_request, opener_ids
+        from dominotree.train.selfdistill import opening_request, record
+        from dominotree.train.selfprompt import clean_request
         a, chat, tok = self.a, self.chat, self.tok
         todo = deque(self.plan.job(j) for j in jobs)
         recs, stats = [], Counter()
@@ -265,15 +265,10 @@ class DistillWorker:
                 job = todo.popleft()
                 if job.id in done:
                     continue
-                if job.kind == "multiturn" and job.id in first_turns:
-                    ids = second_turn_prompt(chat, first_turns[job.id], job.follow_up)
-                    if ids is not None:
-                        queue.append(answer(job, ids, "answer2"))
-                elif job.kind == "self":
-                    ids = opener_ids(tok, job.opener)
-                    queue.append(Request((job, "write", ids), ids, 80, 1.0, 0.95, job.seed))
-                else:
-                    queue.append(answer(job, chat.first(job.request), "answer1"))
+                first = first_turns.get(job.id) if job.kind == "multiturn" else None
+                req = opening_request(job, chat, tok, first, answer)
+                if req is not None:
+                    queue.append(req)
 
         pending: deque = deque()
         for req, out, trunc in SlotGenerator(self.model, a.slots, self.end_ids).run(pending, refill):

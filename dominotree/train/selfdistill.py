@@ -117,6 +117,22 @@ def second_turn_prompt(chat, first: dict, follow_up: str) -> list[int] | None:
     return chat.second(first["ids"][:pl], first["ids"][pl:], follow_up)
 
 
+def opening_request(job, chat, tok, first_turn: dict | None, answer):
+    """The first request a job puts on the slot generator: a multi-turn job whose first turn is
+    stored (``first_turn``) resumes at its second turn (None when that answer was cut at the
+    token limit: no second turn), a self-prompt job first writes its own request, every other job
+    answers its request. ``answer(job, ids, stage)`` makes an answering request."""
+    from dominotree.train.batchgen import Request
+    from dominotree.train.selfprompt import opener_ids
+    if job.kind == "multiturn" and first_turn is not None:
+        ids = second_turn_prompt(chat, first_turn, job.follow_up)
+        return None if ids is None else answer(job, ids, "answer2")
+    if job.kind == "self":
+        ids = opener_ids(tok, job.opener)
+        return Request((job, "write", ids), ids, 80, 1.0, 0.95, job.seed)
+    return answer(job, chat.first(job.request), "answer1")
+
+
 def record(rid: str, job, prompt: list[int], answer: list[int], truncated: bool, request) -> dict:
     """One example: the prompt's and answer's token ids and what they came from."""
     return {"id": rid, "kind": job.kind, "category": job.category, "sampled": job.sampled,
@@ -158,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from dominotree.models.smollm2 import ensure_smollm2
     from dominotree.train.batchgen import Request, SlotGenerator
     from dominotree.train.jobs import Plan
-    from dominotree.train.selfprompt import clean_request, opener_ids
+    from dominotree.train.selfprompt import clean_request
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -198,18 +214,13 @@ def main(argv: list[str] | None = None) -> int:
             next_job += 1
             if job.id in done:
                 continue
-            if job.kind == "multiturn" and job.id in first_turns:
-                ids = second_turn_prompt(chat, first_turns.pop(job.id), job.follow_up)
-                if ids is None:
-                    stats["multiturn: first answer truncated, no second turn"] += 1
-                else:
-                    stats["multiturn: second turn resumed from its stored first"] += 1
-                    queue.append(answer_req(job, ids, "answer2"))
-            elif job.kind == "self":
-                ids = opener_ids(tok, job.opener)
-                queue.append(Request((job, "write", ids), ids, 80, 1.0, 0.95, job.seed))
-            else:
-                queue.append(answer_req(job, chat.first(job.request), "answer1"))
+            first = first_turns.pop(job.id, None) if job.kind == "multiturn" else None
+            req = opening_request(job, chat, tok, first, answer_req)
+            if first is not None:
+                stats["multiturn: " + ("first answer truncated, no second turn" if req is None
+                                       else "second turn resumed from its stored first")] += 1
+            if req is not None:
+                queue.append(req)
 
     buf: list[dict] = []
     n_new = n_ans = 0

@@ -212,23 +212,10 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
     scene_c = round_scene(rt, token_text, "conditional", vmin=vmin, vmax=vmax)
     scene_m = round_scene(rt, token_text, "conditional", tree=marg,
                           accepted=_walk_rows(marg, rt.committed), bonus=-1, vmin=vmin, vmax=vmax)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=(
-        f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)}",
-        f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)}"))
-    keys_c, keys_m = _path_keys(cond), _path_keys(marg)
-    set_c, set_m = set(keys_c), set(keys_m)
-    for col, (scene, tree, keys, other, label) in enumerate(
-            [(scene_c, cond, keys_c, set_m, "conditional"), (scene_m, marg, keys_m, set_c, "marginal")], 1):
-        for tr in _tree_traces(rt, scene, token_text, tree, name=label, showlegend=col == 1, label_len=5):
-            fig.add_trace(tr, row=1, col=col)
-        only = [nd for nd in scene if not nd.bonus and keys[nd.row] not in other]
-        fig.add_trace(go.Scatter(
-            x=[nd.depth for nd in only], y=[-nd.x for nd in only], mode="markers",
-            name=f"only in the {label} tree", hoverinfo="skip",
-            marker=dict(size=22, symbol="circle-open", color=ONLY_COLOR, line=dict(width=2))), row=1, col=col)
-        fig.update_xaxes(title_text="depth", dtick=1, zeroline=False, row=1, col=col)
-        fig.update_yaxes(visible=False, zeroline=False, row=1, col=col)
-    fig.add_trace(_colorbar_trace("cumulative<br>log-prob", vmin, vmax))
+    fig = _two_trees(token_text, (rt, scene_c, cond, "conditional", "only in the conditional tree"),
+                     (rt, scene_m, marg, "marginal", "only in the marginal tree"),
+                     (f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)}",
+                      f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)}"), vmin, vmax)
     height = max(_tree_height(scene_c), _tree_height(scene_m))
     committed = len(rt.committed)
     fig.update_layout(
@@ -517,6 +504,25 @@ def summary_table(traces: dict[str, DecodeTrace]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _two_trees(token_text, left, right, titles, vmin, vmax) -> go.Figure:
+    """Two tree panels side by side, one colour bar; a node whose root path is in only its own
+    panel's tree gets a magenta ring. ``left``, ``right``: (round, scene, tree, name, ring's name)."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=titles)
+    keys = [_path_keys(left[2]), _path_keys(right[2])]
+    for col, ((r, scene, tree, label, ring), mine, other) in enumerate(
+            zip((left, right), keys, (set(keys[1]), set(keys[0]))), 1):
+        for tr in _tree_traces(r, scene, token_text, tree, name=label, showlegend=col == 1, label_len=5):
+            fig.add_trace(tr, row=1, col=col)
+        only = [nd for nd in scene if not nd.bonus and mine[nd.row] not in other]
+        fig.add_trace(go.Scatter(
+            x=[nd.depth for nd in only], y=[-nd.x for nd in only], mode="markers", name=ring, hoverinfo="skip",
+            marker=dict(size=22, symbol="circle-open", color=ONLY_COLOR, line=dict(width=2))), row=1, col=col)
+        fig.update_xaxes(title_text="depth", dtick=1, zeroline=False, row=1, col=col)
+        fig.update_yaxes(visible=False, zeroline=False, row=1, col=col)
+    fig.add_trace(_colorbar_trace("cumulative<br>log-prob", vmin, vmax))
+    return fig
+
+
 def rebuilt_figure(rt: RoundTrace, rebuilt: RoundTrace, token_text: dict | None, caption: str = "",
                    vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1]) -> go.Figure:
     """The tree that ran beside the same round rebuilt under other settings (rebuild.py), each
@@ -524,22 +530,10 @@ def rebuilt_figure(rt: RoundTrace, rebuilt: RoundTrace, token_text: dict | None,
     magenta ring. The rebuilt tree's red path is its exact T = 0 accepted path (none at T > 0)."""
     scene_a = round_scene(rt, token_text, "conditional", vmin=vmin, vmax=vmax)
     scene_r = round_scene(rebuilt, token_text, "conditional", vmin=vmin, vmax=vmax)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06, subplot_titles=(
-        f"ran: {_esc(rt.method)}, {rt.tree.num_nodes} nodes, accepted {len(rt.accepted) - 1}",
-        f"rebuilt: {_esc(rebuilt.method)}, {rebuilt.tree.num_nodes} nodes"))
-    keys_a, keys_r = _path_keys(rt.tree), _path_keys(rebuilt.tree)
-    for col, (r, scene, keys, other, label) in enumerate(
-            [(rt, scene_a, keys_a, set(keys_r), "ran"), (rebuilt, scene_r, keys_r, set(keys_a), "rebuilt")], 1):
-        for tr in _tree_traces(r, scene, token_text, r.tree, name=label, showlegend=col == 1, label_len=5):
-            fig.add_trace(tr, row=1, col=col)
-        only = [nd for nd in scene if not nd.bonus and keys[nd.row] not in other]
-        fig.add_trace(go.Scatter(
-            x=[nd.depth for nd in only], y=[-nd.x for nd in only], mode="markers",
-            name=f"only in the tree that {'ran' if col == 1 else 'was rebuilt'}", hoverinfo="skip",
-            marker=dict(size=22, symbol="circle-open", color=ONLY_COLOR, line=dict(width=2))), row=1, col=col)
-        fig.update_xaxes(title_text="depth", dtick=1, zeroline=False, row=1, col=col)
-        fig.update_yaxes(visible=False, zeroline=False, row=1, col=col)
-    fig.add_trace(_colorbar_trace("cumulative<br>log-prob", vmin, vmax))
+    fig = _two_trees(token_text, (rt, scene_a, rt.tree, "ran", "only in the tree that ran"),
+                     (rebuilt, scene_r, rebuilt.tree, "rebuilt", "only in the tree that was rebuilt"),
+                     (f"ran: {_esc(rt.method)}, {rt.tree.num_nodes} nodes, accepted {len(rt.accepted) - 1}",
+                      f"rebuilt: {_esc(rebuilt.method)}, {rebuilt.tree.num_nodes} nodes"), vmin, vmax)
     fig.update_layout(
         title=dict(text=f"Round {rt.round + 1}: the tree that ran vs rebuilt from the same drafts"
                         + (f"<br><sup>{_esc(caption)}</sup>" if caption else "")),
