@@ -13,8 +13,8 @@ run: setup          ## the explorer on the embedded default, http://127.0.0.1:78
 test: setup         ## the CPU test suite: everything (embedded model, Chromium, Ray); CI runs this
 	$(PY) -m pytest -q
 
-test-fast: setup    ## the fast tier (< 2 min on 2 cores): tiny pairs, pure functions, UI wiring, no browser
-	$(PY) -m pytest -q -m "not slow and not cuda"
+test-fast: setup    ## the fast tier (< 2 min on 2 cores, one worker a core): tiny pairs, pure functions, UI wiring, no browser
+	$(PY) -m pytest -q -m "not slow and not cuda" -n auto
 
 test-cuda: setup    ## GPU checks (skipped without CUDA)
 	$(PY) -m pytest -q -m cuda
