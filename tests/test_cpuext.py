@@ -125,3 +125,19 @@ def test_whole_q4_layer_op_gives_the_python_composition_bit_for_bit():
         runs.append((a, b, c, cache.kv[:, :, :, :cache.length].clone()))
     for x, y in zip(*runs):
         assert torch.equal(x, y)
+
+
+def test_a_build_lock_left_by_a_killed_build_is_removed(tmp_path, capsys):
+    """torch's FileBaton waits forever on a lock a killed build left; an old one is removed, a
+    fresh one (a build running now) is left alone."""
+    import os
+    import time
+    from dominotree.models.cpuext import STALE_BATON_S, clear_stale_baton
+    lock = tmp_path / "lock"
+    assert not clear_stale_baton(tmp_path)
+    lock.touch()
+    assert not clear_stale_baton(tmp_path) and lock.exists()
+    old = time.time() - STALE_BATON_S - 5
+    os.utime(lock, (old, old))
+    assert clear_stale_baton(tmp_path) and not lock.exists()
+    assert "did not finish" in capsys.readouterr().err

@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -67,6 +68,25 @@ def unsupported() -> str | None:
     return None
 
 
+STALE_BATON_S = 600      # a build takes ~30-120 s; a build lock older than this was left by a killed build
+
+
+def clear_stale_baton(d: Path, max_age_s: float = STALE_BATON_S) -> bool:
+    """Remove torch's build lock (``lock``) in ``d`` when a killed build left it: torch waits on it
+    forever otherwise, and every later process hangs without a word. True when one was removed."""
+    lock = d / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age <= max_age_s:
+        return False
+    print(f"[dominotree] removing {lock}: a kernel build that did not finish left it {age / 60:.0f} min ago",
+          file=sys.stderr, flush=True)
+    lock.unlink(missing_ok=True)
+    return True
+
+
 def _load(verbose: bool) -> str | None:
     why = unsupported()
     if why is not None:
@@ -80,6 +100,7 @@ def _load(verbose: bool) -> str | None:
     from torch.utils.cpp_extension import load
     d = build_dir()
     d.mkdir(parents=True, exist_ok=True)
+    clear_stale_baton(d)
     if verbose and not (d / f"{NAME}.so").exists():
         print(f"[dominotree] building the C++ kernels into {d} (once, ~30 s)", file=sys.stderr, flush=True)
     try:
