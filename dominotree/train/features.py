@@ -55,7 +55,7 @@ class TargetFeatures:
         self._active = True
         out = None
         try:
-            out = self.model.model(input_ids=ids[None], use_cache=False)
+            out = self.model.model(input_ids=ids[None].to(self.model.device), use_cache=False)
         except _Stop:
             pass
         finally:
