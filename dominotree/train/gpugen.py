@@ -6,12 +6,14 @@ left-padded to one length, prefilled in one forward, and decoded one column a st
 rows at once: the cache is ``[layers, B, kv_heads, capacity, head_dim]`` written in place at one
 column (``index_copy_``), attention reads the whole buffer under a boolean mask, sampling is
 one vectorized draw per step (temperature and top-p per row; temperature 0 is the argmax).
-Every decode step has the same shapes, so on CUDA it is captured once as a CUDA graph and
-replayed (``graphs=True``; a capture that fails falls back to eager steps, said in ``note``).
+Attention reads the cache only up to the current column rounded up to ``BUCKET`` columns, so a
+decode step has one of ``capacity / BUCKET`` shapes; on CUDA each is captured once as a CUDA
+graph and replayed (``graphs=True``; a capture that fails falls back to eager steps, said in
+``note``).
 
 The layer is written as transformers' Llama / Qwen3 decoder layer (RMSNorm, q/k norms where the
-model has them, ``rotate_half`` RoPE from the model's own rotary module, GQA attention, the
-model's MLP module), so the logits agree with the transformers forward to rounding.
+model has them, ``rotate_half`` RoPE from the model's own rotary module, GQA attention as plain
+SDPA over the kv heads (no copies, no ``enable_gqa`` kernel needed), the model's MLP module), so the logits agree with the transformers forward to rounding.
 
     gen = StaticGenerator(model, batch=1024, capacity=768)
     answers = gen.generate(prompts, max_new=384, temps=[0.0, 0.8, ...], end_ids={2}, top_p=0.95)
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+BUCKET = 128      # attention widths are multiples of this (one CUDA graph per width)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -56,7 +60,7 @@ class StaticGenerator:
         self.k = torch.zeros(n, batch, self.hkv, capacity, self.d, dtype=self.dtype, device=self.dev)
         self.v = torch.zeros_like(self.k)
         self.graphs = graphs and self.dev.type == "cuda"
-        self._graph = None
+        self._graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.note = ""
         self.gen = torch.Generator(device=self.dev).manual_seed(seed)
         # the decode step's inputs and output: fixed buffers, so a captured graph stays valid
@@ -68,13 +72,18 @@ class StaticGenerator:
         self.steps = 0           # decode steps run (for throughput)
 
     # --- the forward ----------------------------------------------------------------------
-    def _forward(self, ids: torch.Tensor, pos: torch.Tensor, cols: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, pos: torch.Tensor, cols: torch.Tensor, mask: torch.Tensor,
+                 width: int) -> torch.Tensor:
         """Logits [B, V] (float32) of the last column; ``ids``/``pos`` [B, T], the cache columns
-        ``cols`` [T] written, ``mask`` [B, 1, T, L] bool (True: attend)."""
+        ``cols`` [T] written, attention over the first ``width`` columns, ``mask`` [B, 1, T, >=
+        width] bool (True: attend)."""
         B, T = ids.shape
         x = self.inner.embed_tokens(ids)
         cos, sin = self.inner.rotary_emb(x, pos)
         cos, sin = cos[:, None], sin[:, None]
+        m = mask[..., :width]
+        if self.hq != self.hkv and T > 1:
+            m = m.repeat(1, 1, self.hq // self.hkv, 1)             # row gi * T + t is query t
         for i, lay in enumerate(self.inner.layers):
             at = lay.self_attn
             h = lay.input_layernorm(x)
@@ -88,27 +97,31 @@ class StaticGenerator:
             k = k * cos + _rotate_half(k) * sin
             self.k[i].index_copy_(2, cols, k)
             self.v[i].index_copy_(2, cols, v)
-            o = F.scaled_dot_product_attention(q, self.k[i], self.v[i], attn_mask=mask,
-                                               enable_gqa=self.hq != self.hkv)
+            # GQA without copies: the g query heads of a kv head are g x T query rows of it
+            # (head h reads kv head h // g, as transformers' repeat_kv)
+            g = self.hq // self.hkv
+            o = F.scaled_dot_product_attention(q.reshape(B, self.hkv, g * T, self.d), self.k[i][:, :, :width],
+                                               self.v[i][:, :, :width], attn_mask=m)
+            o = o.view(B, self.hq, T, self.d)
             x = x + at.o_proj(o.transpose(1, 2).reshape(B, T, -1))
             x = x + lay.mlp(lay.post_attention_layernorm(x))
         h = self.inner.norm(x[:, -1])
         return self.model.get_output_embeddings()(h).float()
 
-    def _decode_step(self) -> None:
-        self._out.copy_(self._forward(self._ids, self._pos, self._col, self._mask))
+    def _decode_step(self, width: int) -> None:
+        self._out.copy_(self._forward(self._ids, self._pos, self._col, self._mask, width))
 
-    def _capture(self) -> None:
+    def _capture(self, width: int) -> torch.cuda.CUDAGraph:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             for _ in range(2):
-                self._decode_step()
+                self._decode_step(width)
         torch.cuda.current_stream().wait_stream(s)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            self._decode_step()
-        self._graph = g
+            self._decode_step(width)
+        return g
 
     # --- generation -----------------------------------------------------------------------
     @torch.inference_mode()
@@ -132,7 +145,7 @@ class StaticGenerator:
         causal = col[None, :] <= torch.arange(P, device=dev)[:, None]       # [P, L]
         diag = col[None, :] == torch.arange(P, device=dev)[:, None]
         mask = ((causal[None] & real[:, None]) | diag[None])[:, None]       # a pad row sees itself
-        logits = self._forward(ids, pos, torch.arange(P, device=dev), mask)
+        logits = self._forward(ids, pos, torch.arange(P, device=dev), mask, P)
         tt = torch.tensor(list(temps) + [0.0] * (B - n), device=dev, dtype=torch.float32)
         ends = torch.tensor(sorted(end_ids), device=dev)
         out = torch.zeros(B, max_new, dtype=torch.long, device=dev)
@@ -149,15 +162,16 @@ class StaticGenerator:
             self._pos[:, 0] = P + t - pad
             self._col.fill_(P + t)
             self._mask[:, 0, 0, P + t] = True
-            if self.graphs and self._graph is None:
+            width = min(self.L, -(-(P + t + 1) // BUCKET) * BUCKET)
+            if self.graphs and width not in self._graphs:
                 try:
-                    self._capture()
+                    self._graphs[width] = self._capture(width)
                 except Exception as e:          # eager steps still give the same tokens
                     self.graphs, self.note = False, f"CUDA graph capture failed ({type(e).__name__}: {e}); eager steps"
-            if self._graph is not None:
-                self._graph.replay()
+            if self.graphs:
+                self._graphs[width].replay()
             else:
-                self._decode_step()
+                self._decode_step(width)
             logits = self._out
             self.steps += 1
         res = []

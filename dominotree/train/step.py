@@ -75,6 +75,7 @@ class Trainer:
         den_d = den_m = 0.0
         t_feat = t_bb = 0.0
         kd_soft, km_soft = [], []        # per kept row: the target's top-k (ids, log-probs)
+        self.feats.prefetch(seqs)        # the step's target forwards as one padded batch
         for seq in seqs:
             anchors = pick_anchors(seq, a.anchors, rng)
             if not anchors:
