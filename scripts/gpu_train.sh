@@ -21,7 +21,8 @@
 # Files in $OUT (at most 8): gpu_train.json (the summary, rewritten after every step), steps.log,
 # data_stats.json, train_log.txt, curve.jsonl (held-out chain acceptance at every evaluation),
 # pair.tar.part-00.. (2 for the shipped sizes). Knobs: GEN_BATCH (1024), DATA_S (170 s generating),
-# INIT (shipped|scratch), TRAIN_BATCH (32), BUDGET (535 s), DEVICE (cuda). After the run, here:
+# INIT (shipped|scratch), TRAIN_BATCH (32), THREADS (8), TRAIN_STEPS (0: the time decides), BUDGET (535 s),
+# DEVICE (cuda). After the run:
 #   python -m dominotree.train.gpu_run unpack --fetched FILES_AT --dest data/gpu-pair
 set -u
 cd "$(dirname "$0")/.."
@@ -82,7 +83,7 @@ else
   if [ "$LAST_RC" = 0 ]; then
     left=$((BUDGET - SECONDS - 25))
     run train "$left" $G train --device "$DEVICE" --minutes "$(awk "BEGIN{print ($left - 50) / 60}")" \
-        --init "${INIT:-shipped}" --train-batch "${TRAIN_BATCH:-32}"
+        --init "${INIT:-shipped}" --train-batch "${TRAIN_BATCH:-32}" --threads "${THREADS:-8}" --max-steps "${TRAIN_STEPS:-0}"
   fi
 fi
 [ $DRY = 0 ] && [ -d "$WORK/pair" ] && run pack 25 $G pack

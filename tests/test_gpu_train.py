@@ -162,6 +162,16 @@ def test_static_batch_greedy_equals_transformers(tiny_target, bucket, monkeypatc
         gen.generate(prompts, max_new=45, temps=[0.0] * 4, end_ids={319})
 
 
+def test_a_deadline_truncates_the_unfinished_answers(tiny_target):
+    """Past the deadline the batch stops after its next 16 steps; the unwritten columns (zeros,
+    an end id here) are never read as answers."""
+    from dominotree.train.gpugen import StaticGenerator
+    got = StaticGenerator(tiny_target, 2, 64).generate([[5, 6, 7], [8, 9]], 40, [0.0, 0.0], {0, 319},
+                                                       deadline=0.0)
+    assert [(len(a), t) for a, t in got if t] == [(16, True)] * sum(t for _, t in got)
+    assert all(0 not in a[:-1] and 319 not in a[:-1] for a, _ in got)
+
+
 def test_sampling_is_seeded_and_top_p_narrows_to_the_argmax(tiny_target):
     from dominotree.train.gpugen import StaticGenerator, sample
     prompts = [[5, 6, 7], [8, 9]]
@@ -257,3 +267,15 @@ def test_the_staged_gguf_is_read_through_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(smollm2.GGUF_ENV, str(tmp_path / "missing.gguf"))
     with pytest.raises(MissingTargetError, match="DOMINOTREE_TARGET_GGUF=.*is not a file"):
         smollm2.gguf_path()
+
+
+def test_tree_bytes_counts_what_travels(tmp_path):
+    """Tracked and untracked-not-ignored files and shared/ (even ignored); not ignored files."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("big/\nshared/\n")
+    (tmp_path / "a.txt").write_bytes(b"x" * 100)
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "b.bin").write_bytes(b"x" * 5000)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "s.md").write_bytes(b"x" * 30)
+    assert staging.tree_bytes(tmp_path) == 100 + len("big/\nshared/\n") + 30

@@ -82,7 +82,7 @@ def generate_data(gen, tok, plan, out: Path, batch: int, max_new: int, budget_s:
         nonlocal gen_s
         ts = time.perf_counter()
         res = gen.generate([it[-1] if len(it) == 2 else it[2] for it in items], max_tokens,
-                           [temp_of(it) for it in items], ends, top_p)
+                           [temp_of(it) for it in items], ends, top_p, deadline=t0 + budget_s)
         gen_s += time.perf_counter() - ts
         return res
 

@@ -20,6 +20,8 @@ SDPA over the kv heads (no copies, no ``enable_gqa`` kernel needed), the model's
 """
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 
@@ -126,9 +128,10 @@ class StaticGenerator:
     # --- generation -----------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], max_new: int, temps: list[float], end_ids: set[int],
-                 top_p: float = 0.95) -> list[tuple[list[int], bool]]:
+                 top_p: float = 0.95, deadline: float | None = None) -> list[tuple[list[int], bool]]:
         """(answer ids, truncated) per prompt; an answer ends with its end token unless truncated.
-        At most ``batch`` prompts; fewer are padded with copies of the first (discarded)."""
+        At most ``batch`` prompts; fewer are padded with copies of the first (discarded). Past
+        ``deadline`` (``time.perf_counter()``) the batch stops, its unfinished answers truncated."""
         n = len(prompts)
         if not 0 < n <= self.B:
             raise ValueError(f"{n} prompts for a batch of {self.B}")
@@ -156,7 +159,8 @@ class StaticGenerator:
             tok = sample(logits, tt, top_p, self.gen)
             out[:, t] = tok
             done |= torch.isin(tok, ends)
-            if t + 1 == max_new or ((t + 1) % 16 == 0 and bool(done.all())):
+            if t + 1 == max_new or ((t + 1) % 16 == 0 and (bool(done.all()) or
+                                                            (deadline is not None and time.perf_counter() > deadline))):
                 break
             self._ids[:, 0] = tok
             self._pos[:, 0] = P + t - pad
@@ -175,7 +179,7 @@ class StaticGenerator:
             logits = self._out
             self.steps += 1
         res = []
-        for r, row in enumerate(out[:n].tolist()):
+        for r, row in enumerate(out[:n, : t + 1].tolist()):     # columns past t were never written
             cut = next((i for i, x in enumerate(row) if x in end_ids), None)
             res.append((row[: cut + 1], False) if cut is not None else (row[: t + 1], True))
         return res

@@ -51,11 +51,14 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 
 def tree_bytes(root: Path) -> int:
     """Bytes of what a run sends without ``carry``: tracked and untracked-not-ignored files that
-    exist (links count as links), ``shared/`` inside the checkout included when it is tracked."""
+    exist (links count as links), and everything under ``shared/`` when the checkout has one."""
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
                          capture_output=True, check=True).stdout
+    names = {n for n in out.decode().split("\0") if n}
+    if (root / "shared").is_dir() and not (root / "shared").is_symlink():
+        names |= {str(p.relative_to(root)) for p in (root / "shared").rglob("*") if not p.is_dir()}
     total = 0
-    for name in {n for n in out.decode().split("\0") if n}:
+    for name in names:
         p = root / name
         if p.is_symlink():
             total += len(os.readlink(p))
