@@ -308,9 +308,9 @@ class Drafter(nn.Module):
         """float32 ``rope_cos_sin`` rows of ``positions`` from a table made once (grown when needed)."""
         need = int(positions.max()) + 1 if positions.numel() else 0
         table = self.__dict__.get("_rope_table")
-        if table is None or table[0].shape[0] < need:
+        if table is None or table[0].shape[0] < need or table[0].device != positions.device:
             rows = max(1024, need, 2 * (0 if table is None else table[0].shape[0]))
-            table = self.__dict__["_rope_table"] = rope_cos_sin(torch.arange(rows), self.cfg.head_dim,
+            table = self.__dict__["_rope_table"] = rope_cos_sin(torch.arange(rows, device=positions.device), self.cfg.head_dim,
                                                                 self.cfg.rope_theta, torch.float32)
         return table[0].index_select(0, positions), table[1].index_select(0, positions)
 

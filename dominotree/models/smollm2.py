@@ -42,9 +42,15 @@ MISSING_MESSAGE = (
 )
 
 
+GGUF_ENV = "DOMINOTREE_TARGET_GGUF"    # a GGUF file to use instead of the package's (the GPU run stages it)
+
+
 def _locate_gguf() -> Path | None:
-    """The GGUF path inside the installed package, or None. Never imports the package: its
-    ``__init__`` imports ``llm``, which we do not install."""
+    """The GGUF path inside the installed package (or ``$DOMINOTREE_TARGET_GGUF``), or None. Never
+    imports the package: its ``__init__`` imports ``llm``, which we do not install."""
+    env = os.environ.get(GGUF_ENV)
+    if env:
+        return Path(env) if Path(env).is_file() else None
     try:
         p = Path(importlib.metadata.distribution(PACKAGE).locate_file(GGUF_REL))
         if p.is_file():
@@ -66,6 +72,8 @@ def _locate_gguf() -> Path | None:
 def gguf_path() -> Path:
     p = _locate_gguf()
     if p is None:
+        if os.environ.get(GGUF_ENV):
+            raise MissingTargetError(f"{GGUF_ENV}={os.environ[GGUF_ENV]} is not a file")
         raise MissingTargetError(MISSING_MESSAGE)
     return p
 

@@ -25,6 +25,11 @@ class Blocks:
     mask: torch.Tensor       # [1, 1, A*B, n_ctx + A*B] bool, True = attend
     n_ctx: int
 
+    def to(self, device) -> "Blocks":
+        """The same blocks on ``device`` (made on the CPU, used where the models are)."""
+        return Blocks(*(getattr(self, f).to(device) for f in ("anchors", "positions", "blk_ids", "tokens",
+                                                              "lab_dflash", "lab_domino", "mask")), self.n_ctx)
+
 
 def make_blocks(seq: Seq, anchors: list[int], bs: int, mask_id: int) -> Blocks:
     ids = seq.ids

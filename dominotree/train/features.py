@@ -34,6 +34,7 @@ class TargetFeatures:
         self.cache: dict[int, torch.Tensor] = {}
         self.hits = self.misses = 0
         self._cap: dict[int, torch.Tensor] = {}
+        self._held: dict[int, torch.Tensor] = {}      # made by ``prefetch``, not yet taken
         self._handles = []
         self._active = False
         layers = model.model.layers
@@ -51,17 +52,25 @@ class TargetFeatures:
 
     @torch.no_grad()
     def compute(self, ids: torch.Tensor) -> torch.Tensor:
+        """Features [1, T, L*H] of one sequence ``ids`` [T] (labels, when asked for, in ``_last_soft``)."""
+        feats, last = self._forward(ids[None])
+        if last is not None:
+            self._last_soft = self._labels(last[0])
+        return feats
+
+    def _forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Tapped features [N, T, L*H] of the rows of ``ids`` [N, T] and, with ``soft_k``, the final
+        hidden states [N, T, H]. Rows may be right-padded: causal attention keeps every real
+        position's result independent of the padding after it."""
         self._cap = {}
         self._active = True
         out = None
         try:
-            out = self.model.model(input_ids=ids[None], use_cache=False)
+            out = self.model.model(input_ids=ids.to(self.model.device), use_cache=False)
         except _Stop:
             pass
         finally:
             self._active = False
-        if out is not None and self.soft_k:
-            self._last_soft = self._labels(out.last_hidden_state[0])
         n_layers = len(self.model.model.layers)
         if n_layers - 1 in self._cap:
             # transformers' hidden_states[-1] is the final-normed output, and the decoder's
@@ -69,7 +78,27 @@ class TargetFeatures:
             self._cap[n_layers - 1] = self.model.model.norm(self._cap[n_layers - 1])
         feats = torch.cat([self._cap[l] for l in self.taps], dim=-1)
         self._cap = {}
-        return feats if self.dtype is None else feats.to(self.dtype)  # [1, T, L*H]
+        feats = feats if self.dtype is None else feats.to(self.dtype)
+        return feats, (out.last_hidden_state if out is not None and self.soft_k else None)
+
+    @torch.no_grad()
+    def prefetch(self, seqs: list[Seq]) -> None:
+        """Features (and labels) of the sequences of a step not yet made, in one padded forward
+        instead of one forward each (on a GPU the per-sequence forwards are launch-bound). Rows
+        that do not fit the cache are kept until the step takes them (``__call__``)."""
+        todo = [s for s in seqs if s.key not in self.cache and s.key not in self._held]
+        if len(todo) < 2:
+            return
+        T = max(len(s.ids) for s in todo)
+        ids = torch.zeros(len(todo), T, dtype=torch.long)
+        for i, s in enumerate(todo):
+            ids[i, : len(s.ids)] = s.ids
+        feats, last = self._forward(ids)
+        for i, s in enumerate(todo):
+            f = feats[i: i + 1, : len(s.ids)].clone()
+            if last is not None:
+                self.soft[s.key] = self._labels(last[i, : len(s.ids)])
+            self._held[s.key] = f
 
     def _labels(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The target's head on its final hidden states [T, H]: top-k ids (int32) and log-probs
@@ -93,6 +122,7 @@ class TargetFeatures:
         got = self.soft.get(seq.key)
         if got is None:
             self.cache.pop(seq.key, None)     # features cached before labels were asked for
+            self._held.pop(seq.key, None)
             self(seq)
             got = self.soft[seq.key]
         return got
@@ -103,9 +133,11 @@ class TargetFeatures:
             self.hits += 1
             return f
         self.misses += 1
-        f = self.compute(seq.ids)
-        if self.soft_k:
-            self.soft[seq.key] = self._last_soft
+        f = self._held.pop(seq.key, None)
+        if f is None:
+            f = self.compute(seq.ids)
+            if self.soft_k:
+                self.soft[seq.key] = self._last_soft
         nbytes = f.numel() * f.element_size()
         if keep and self.used + nbytes <= self.cap:
             self.cache[seq.key] = f

@@ -45,7 +45,7 @@ class HeadVocab:
 
     def __call__(self, *labels: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``(candidates, [labels as indices into candidates])``; labels must be valid ids."""
-        cand = torch.unique(torch.cat([self.frequent, *labels]))          # sorted
+        cand = torch.unique(torch.cat([self.frequent.to(labels[0].device), *labels]))          # sorted
         return cand, [torch.searchsorted(cand, lab) for lab in labels]
 
     def coverage(self, answers: Iterable[torch.Tensor]) -> float:

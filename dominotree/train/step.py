@@ -33,7 +33,9 @@ class Trainer:
         self._loops: dict[int, torch.Tensor] = {}
         self.w_d = row_weights(self.bs - 1, a.gamma)             # DFlash rows 1..B-1
         self.w_m = row_weights(self.bs, a.gamma)                 # Domino rows 0..B-1
-        self.amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=not a.no_amp)
+        self.dev = self.embed_w.device                          # where the models are: one code path for CPU and CUDA
+        self.w_d, self.w_m = self.w_d.to(self.dev), self.w_m.to(self.dev)
+        self.amp = torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=not a.no_amp)
 
     # --- one sequence through both backbones ------------------------------------------
     def _backbones(self, feats: torch.Tensor, blk: Blocks):
@@ -41,7 +43,7 @@ class Trainer:
         if self.a.no_amp:  # float32 drafter: bf16 target features must be cast explicitly
             feats = feats.float()
         noise = F.embedding(blk.blk_ids, self.embed_w).float()[None]   # [1, n, H]
-        ctx_pos = torch.arange(blk.n_ctx)
+        ctx_pos = torch.arange(blk.n_ctx, device=self.dev)
         with self.amp:
             z_d = self.dflash(feats, noise, ctx_pos, blk.positions, attn_mask=blk.mask)[0]
             z_m = self.domino(feats, noise, ctx_pos, blk.positions, attn_mask=blk.mask)[0]
@@ -73,11 +75,12 @@ class Trainer:
         den_d = den_m = 0.0
         t_feat = t_bb = 0.0
         kd_soft, km_soft = [], []        # per kept row: the target's top-k (ids, log-probs)
+        self.feats.prefetch(seqs)        # the step's target forwards as one padded batch
         for seq in seqs:
             anchors = pick_anchors(seq, a.anchors, rng)
             if not anchors:
                 continue
-            blk = make_blocks(seq, anchors, bs, a.mask_token_id)
+            blk = make_blocks(seq, anchors, bs, a.mask_token_id).to(self.dev)
             tf = time.perf_counter()
             feats = self.feats(seq)
             soft = self.feats.labels(seq) if self.soft_k else None
@@ -85,8 +88,8 @@ class Trainer:
             t_feat += tb - tf
             z_d, z_m, s = self._backbones(feats, blk)
             t_bb += time.perf_counter() - tb
-            row = torch.arange(len(blk.positions)) % bs
-            wd = torch.where(row >= 1, self.w_d[(row - 1).clamp_min(0)], torch.zeros(()))
+            row = torch.arange(len(blk.positions), device=self.dev) % bs
+            wd = torch.where(row >= 1, self.w_d[(row - 1).clamp_min(0)], torch.zeros((), device=self.dev))
             wm = self.w_m[row]
             T = len(seq.ids)
             q_d = blk.positions.clamp(max=T - 1)          # the labelled token's position, per row
@@ -97,7 +100,7 @@ class Trainer:
                 wm = wm * torch.where(loops[q_m], self.loop_w, 1.0)
             vd, vm = blk.lab_dflash != -100, blk.lab_domino != -100
             # keep each row with probability = its weight; normalise by the expected count
-            u = torch.rand(len(row), generator=gen)
+            u = torch.rand(len(row), generator=gen).to(self.dev)   # drawn on the CPU: the same rows kept on any device
             kd, km = vd & (u < wd), vm & (u < wm)
             den_d += float(wd[vd].sum())
             den_m += float(wm[vm].sum())
@@ -125,7 +128,7 @@ class Trainer:
         base, final = self._domino_logits(zm, ss, rm, cand)
         ce_mb = self._loss(base, lm, sm) / max(den_m, 1e-6)
         ce_mf = self._loss(final, lm, sm) / max(den_m, 1e-6)
-        ce_mr = topm_loss(base, final, lm, rm, self.topm).sum() / max(den_m, 1e-6) if self.topm else torch.zeros(())
+        ce_mr = topm_loss(base, final, lm, rm, self.topm).sum() / max(den_m, 1e-6) if self.topm else torch.zeros((), device=self.dev)
         loss_m = (1 - lam) * (ce_mf + self.topm_w * ce_mr) + lam * ce_mb
         (ce_d + loss_m).backward()
         t_head = time.perf_counter() - t1
@@ -146,7 +149,7 @@ class Trainer:
         """[T] bool: the 5-gram-loop positions of ``seq`` (``losses.loop_mask``), made once."""
         m = self._loops.get(seq.key)
         if m is None:
-            m = self._loops[seq.key] = loop_mask(seq.ids, seq.prompt_len)
+            m = self._loops[seq.key] = loop_mask(seq.ids, seq.prompt_len).to(self.dev)
         return m
 
     # --- held-out evaluation ------------------------------------------------------------
@@ -156,13 +159,13 @@ class Trainer:
         self.dflash.eval(); self.domino.eval()
         acc_d, acc_m, acc_mb = [], [], []
         ce = {"d": [0.0, 0], "m": [0.0, 0], "mb": [0.0, 0]}
-        pos_hits_d = torch.zeros(bs - 1)
-        pos_hits_m = torch.zeros(bs)
+        pos_hits_d = torch.zeros(bs - 1, device=self.dev)
+        pos_hits_m = torch.zeros(bs, device=self.dev)
         for seq, anchors in ev:
-            blk = make_blocks(seq, anchors, bs, self.a.mask_token_id)
+            blk = make_blocks(seq, anchors, bs, self.a.mask_token_id).to(self.dev)
             z_d, z_m, s = self._backbones(self.feats(seq), blk)
             A = len(anchors)
-            row = torch.arange(A * bs) % bs
+            row = torch.arange(A * bs, device=self.dev) % bs
             ld = blk.lab_dflash.view(A, bs)[:, 1:]
             lg_d = self._head(z_d.view(A, bs, -1)[:, 1:].reshape(-1, z_d.shape[-1]))
             vd = ld.reshape(-1) != -100

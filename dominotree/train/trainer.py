@@ -113,6 +113,10 @@ def parse_args(argv):
                          "try 1 and the default count for a few steps and keep the faster)")
     ap.add_argument("--probe-every", type=int, default=60)
     ap.add_argument("--no-amp", action="store_true", help="float32 instead of bf16 autocast")
+    ap.add_argument("--device", default="cpu",
+                    help="where the target and both drafters run (cpu, cuda, cuda:N): the same code path on each")
+    ap.add_argument("--curve-json", type=Path, default=None,
+                    help="append every held-out evaluation (step, seconds, acceptance, reach) to this JSON-lines file")
     ap.add_argument("--target-dtype", choices=("bfloat16", "float32"), default="bfloat16",
                     help="the frozen target's dtype for features (kept as bf16 either way); float32 is "
                          "the faster one on CPUs without native bf16 (AVX2)")
@@ -155,6 +159,12 @@ def parse_args(argv):
         print(f"found the training state {a.state}: resuming (--no-auto-resume starts afresh)", file=sys.stderr)
     if a.soft_k < 0 or a.topm_loss < 0 or not 0.0 <= a.loop_weight <= 1.0:
         ap.error("--soft-k and --topm-loss must be >= 0, --loop-weight in [0, 1]")
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError as e:
+        ap.error(f"--device {a.device!r}: {e}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {a.device}: this torch sees no CUDA device")
     if a.resume and a.state is None:
         ap.error("--resume needs --state FILE")
     return a
@@ -214,6 +224,8 @@ def main(argv: list[str] | None = None, dist=None) -> int:
         if folder is not None:
             resume_from(model, folder)
             log(f"{name}: resumed from {folder}")
+    dev = torch.device(a.device)
+    target.to(dev); dflash.to(dev); domino.to(dev)
     dflash.train(); domino.train()
     nparam = lambda m: sum(p.numel() for p in m.parameters())
     mb = (nparam(dflash) + nparam(domino)) * 2 / 1e6
@@ -273,6 +285,9 @@ def main(argv: list[str] | None = None, dist=None) -> int:
             f"(base {r['acc_domino_base']:.3f}) | ce dflash {r['ce_dflash']:.3f} domino {r['ce_domino']:.3f} "
             f"(base {r['ce_domino_base']:.3f}) | reach@1..8 dflash {r['reach_dflash']} domino {r['reach_domino']} "
             f"| {r['n_blocks']} blocks {time.perf_counter() - te:.1f} s")
+        if a.curve_json is not None:
+            with open(a.curve_json, "a") as f:
+                f.write(json.dumps({"step": step, "s": round(te - t0, 1), **r}) + "\n")
         return r
 
     probe = ThreadProbe(max_threads, a.probe_every)
