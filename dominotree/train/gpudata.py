@@ -18,7 +18,7 @@ import time
 from collections import Counter, deque
 from pathlib import Path
 
-from dominotree.bench.acceptance import loop_flags
+from dominotree.train.loops import loop_flags
 from dominotree.train.selfdistill import END_TOKENS, Chat, record, write_shard
 from dominotree.train.selfprompt import clean_request, opener_ids
 
