@@ -52,8 +52,8 @@ def _greedy_chain(block, drafter, embed, scorer, root, tc, depth, stop):
 
 
 def _domino_chain(block, drafter, embed, scorer, root, tc, depth, stop):
-    toks, lps, margs = domino_chain(block, drafter, embed)
-    return _chain(root, toks[:depth], lps[:depth], margs[:depth])
+    toks, lps, margs = domino_chain(block, drafter, embed, depth)
+    return _chain(root, toks, lps, margs)
 
 
 def _marginal_lazy(block, drafter, embed, scorer, root, tc, depth, stop):

@@ -12,11 +12,13 @@ Depths are 1-indexed: the root's children are at depth 1, drawn from block row 0
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
 
 from .models.childgru import ChildGRU, child_gru
+from .models.linear import onednn_product, routed_product
 
 EAGER_ENV = "DOMINOTREE_EAGER_DEPTHS"
 
@@ -304,24 +306,66 @@ class StaticScorer(ConditionalScorer):
         return Children(toks, lps, self.base_of(depth, toks_t), self.ranks(depth, toks), None)
 
 
-def domino_chain(block: DraftBlock, drafter, embed) -> tuple[list[int], list[float], list[float]]:
+def domino_chain(block: DraftBlock, drafter, embed, depth: int | None = None
+                 ) -> tuple[list[int], list[float], list[float]]:
     """Domino's corrected greedy chain over the full vocabulary, as released ``spec_generate``:
-    x_1 = argmax(base_0); then x_{i+1} = argmax(base_i + W2·SiLU(W1·[z_i ; s_i]))."""
-    dtype = drafter.fc.weight.dtype
+    x_1 = argmax(base_0); then x_{i+1} = argmax(base_i + W2·SiLU(W1·[z_i ; s_i])), for ``depth``
+    tokens (default: the block's).
+
+    A step costs its GRU step (``childgru``: the one every tree builder takes, a table row and one
+    product), the correction's W1, its full-vocabulary W2 in the drafter's precision
+    (``_full_correction``) and one argmax; the log-probs of all steps come from one logsumexp at
+    the end. Before: ``nn.GRU`` per step and W2 through MKL, 25.7 ms a round on a 2-core Zen 3
+    (MKL's product is slow on AMD), ~4 ms on a Xeon (issue 40); docs/amx.md has the after."""
     base = block.base_logits
-    base_lp = torch.log_softmax(base.float(), dim=-1)
-    lp0 = base_lp[0]
-    tok = int(torch.argmax(base[0]))
-    toks, lps, margs = [tok], [float(lp0[tok])], [float(lp0[tok])]
-    state = block.root_state.view(1, -1)
-    for i in range(1, base.shape[0]):
-        state = drafter.gru_step(embed(torch.tensor([tok], device=base.device)).to(dtype), state)
-        logits = base[i:i + 1] + drafter.correction(block.z[i:i + 1], state).to(base.dtype)
-        tok = int(torch.argmax(logits[0]))
-        toks.append(tok)
-        lps.append(float(torch.log_softmax(logits[0].float(), -1)[tok]))
-        margs.append(float(base_lp[i, tok]))
-    return toks, lps, margs
+    depth = base.shape[0] if depth is None else min(depth, base.shape[0])
+    toks = [int(torch.argmax(base[0]))]
+    rows = [base[:1]]
+    if depth > 1:
+        step, w2 = child_gru(drafter, embed), _full_correction(drafter)
+        state = block.root_state.view(1, -1)
+        prev = torch.tensor(toks, device=base.device)
+        for i in range(1, depth):
+            state = step(state, prev)
+            logits = base[i:i + 1] + w2(drafter.correction_hidden(block.z[i:i + 1], state)).to(base.dtype)
+            prev = torch.argmax(logits[0]).view(1)
+            toks.append(int(prev))
+            rows.append(logits)
+    idx = torch.tensor(toks, device=base.device)[:, None]
+    return toks, _logprobs_of(torch.cat(rows), idx), _logprobs_of(base[:depth], idx)
+
+
+def _logprobs_of(logits: torch.Tensor, idx: torch.Tensor) -> list[float]:
+    """``log_softmax(logits)[row, idx[row]]`` per row, without the [rows, V] log-softmax."""
+    x = logits.float()
+    return (x.gather(1, idx)[:, 0] - torch.logsumexp(x, dim=-1)).tolist()
+
+
+_CORRECTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _full_correction(drafter):
+    """``h -> W2 · h`` over the full vocabulary (``drafter.correction``'s last product), made once
+    per W2 (again when it changes), in the precision of the drafter's other products: in 8-bit
+    blocks where its backbone runs on them (``presets.load_pair`` next to an int4 target:
+    ``quantcpu.Q8Q8Linear`` / ``Q8Linear``), else float32 through oneDNN on W2 reordered once
+    (``linear.onednn_product``), else ``F.linear``. One row of the embedded head's 49152 x 128 W2
+    read 25 MB a step in float32; on a 2-core Zen 3 the chain took 25.7 ms a round with MKL's
+    product, 11.9 with oneDNN's, 4.3 with 8-bit blocks (whose chains equalled float32's on 46 of
+    48 blocks; docs/amx.md)."""
+    mod = drafter.embed_proj[2]                     # keyed by the module: tensors compare by value
+    w = mod.weight
+    backbone = routed_product(drafter.fc)
+    key = (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype, w.device, type(backbone))
+    got = _CORRECTIONS.get(mod)
+    if got is None or got[0] != key:
+        from .models import quantcpu
+        if isinstance(backbone, (quantcpu.Q8Linear, quantcpu.Q8Q8Linear)):   # oneDNN where K % 32 != 0
+            product = quantcpu.q8_product(w.detach(), None, type(backbone))
+        else:
+            product = onednn_product(w.detach(), None)
+        got = _CORRECTIONS[mod] = (key, product or (lambda h: torch.nn.functional.linear(h, w)))
+    return got[1]
 
 
 def greedy_chain(block: DraftBlock) -> tuple[list[int], list[float]]:

@@ -11,6 +11,12 @@
    ``generate``, bf16), interleaved per prompt, greedy, ``--new`` tokens, median over prompts.
 
 Prints the tables and writes ``curves.txt`` (the same text) and ``curves.json`` to ``--out``.
+
+On a CPU with AMX-INT8, ``--amx-ab`` measures the default int4-q8 target with and without the
+AMX path (``kernels/q8amx.cpp``, switched per forward in the same process, every row count on
+AMX) and prints where AMX starts to pay, the cut-off ``DOMINOTREE_AMX_MIN_ROWS`` should take:
+
+    flock /tmp/heavy.lock .venv/bin/python scripts/fast_curves.py --amx-ab --out results/amx
 """
 from __future__ import annotations
 
@@ -47,7 +53,10 @@ CONFIGS = {
     "bf16 / fast": ("bf16", "fast", ""),
     "bf16 / hf": ("bf16", "hf", ""),
     "float32 / hf": ("float32", "hf", ""),
+    "int4-q8 / fast, AMX": ("int4-q8", "fast", "amx"),     # every row count on AMX (--amx-ab)
 }
+AMX_AB = ("int4-q8 / fast", "int4-q8 / fast, AMX")
+AMX_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 24, 32, 33, 48, 64)
 PROMPTS = ["What is 17 times 23?", "Write a Python function that reverses a string.",
            "Give me three tips for better sleep.", "Explain what a hash table is in two sentences.",
            "Translate 'good morning' into French and Spanish."]
@@ -99,11 +108,38 @@ def forward_ms(tgt, context: int, n: int) -> float:
     return dt
 
 
+def amx_switch(configs):
+    """``switch(config)``: the AMX path on for the "AMX" configuration (from one row), off for the
+    others; None when no configuration asks for AMX. Exits with the reason where AMX cannot run."""
+    if not any(CONFIGS[c][2] == "amx" for c in configs):
+        return None
+    from dominotree.models.quantcpu import amx_why, set_amx
+    why = amx_why()
+    if why is not None:
+        raise SystemExit(f"the AMX configuration cannot run here: {why}")
+    return lambda c: set_amx(1 if CONFIGS[c][2] == "amx" else 0)
+
+
+def amx_crossover(med: dict, rows) -> dict:
+    """AMX / VNNI time per row count, and the fewest rows from which AMX is faster at every
+    measured count (None: never)."""
+    ratio = {n: med[AMX_AB[1]][n] / med[AMX_AB[0]][n] for n in rows}
+    cut = None
+    for n in sorted(rows, reverse=True):
+        if ratio[n] >= 1.0:
+            break
+        cut = n
+    return {"ratio": ratio, "min_rows": cut}
+
+
 def curves(paths, configs, context: int, reps: int, lines: list, rows=ROWS) -> dict:
+    switch = amx_switch(configs)
     tgts = {c: load(paths, *CONFIGS[c]) for c in configs}
     times = {(c, n): [] for c in configs for n in rows}
     for rep in range(reps + 1):
         for c in configs[rep % len(configs):] + configs[:rep % len(configs)]:
+            if switch is not None:
+                switch(c)
             for n in rows:
                 t = forward_ms(tgts[c], context, n)
                 if rep:
@@ -112,6 +148,9 @@ def curves(paths, configs, context: int, reps: int, lines: list, rows=ROWS) -> d
     lines.append(f"per-forward ms (median of {reps}), context {context}; rows: " + " ".join(f"{n:>7}" for n in rows))
     for name, row in med.items():
         lines.append(f"  {name:<36}" + " ".join(f"{row[n]:7.2f}" for n in rows))
+        lines.append(f"  {'... in one-row steps':<36}" + " ".join(f"{row[n] / row[rows[0]]:7.2f}" for n in rows))
+    if switch is not None:
+        switch(AMX_AB[0])
     return med
 
 
@@ -159,10 +198,17 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--skip-ar", action="store_true")
-    ap.add_argument("--configs", default=";".join(CONFIGS), help="the curves' labels separated by ';' "
+    ap.add_argument("--configs", default=";".join(c for c in CONFIGS if CONFIGS[c][2] != "amx"), help="the curves' labels separated by ';' "
                     "(some labels hold commas; default: all; e.g. 'int4 / fast;bf16 / fast')")
-    ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="comma list of row counts")
+    ap.add_argument("--rows", default=None, help="comma list of row counts (default 1,2,4,8,17,33; "
+                    "with --amx-ab 1-64 in 15 steps)")
+    ap.add_argument("--amx-ab", action="store_true", help="int4-q8 with and without AMX, interleaved in one "
+                    "process (a CPU with AMX-INT8), and where AMX starts to pay; implies --skip-ar")
     a = ap.parse_args(argv)
+    if a.amx_ab:
+        a.configs, a.skip_ar = ";".join(AMX_AB), True
+    if a.rows is None:
+        a.rows = ",".join(map(str, AMX_ROWS if a.amx_ab else ROWS))
     configs = [c.strip() for c in a.configs.split(";") if c.strip()]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -183,11 +229,15 @@ def main(argv=None) -> int:
         print(text, flush=True)
 
     res["curves"] = curves(paths, configs, a.context, a.reps, lines, rows)
+    if a.amx_ab:
+        res["amx"] = amx_crossover(res["curves"], rows)
+        lines.append("AMX / VNNI per rows: " + " ".join(f"{n}:{r:.2f}" for n, r in res["amx"]["ratio"].items()))
+        lines.append(f"AMX pays from {res['amx']['min_rows']} rows on (DOMINOTREE_AMX_MIN_ROWS)")
     save()
     if not a.skip_ar:
         res["ar"] = ar_vs_generate(paths, [c for c in configs if CONFIGS[c][1] == "fast"], a.new, lines)
         save()
-    print(json.dumps({"ratio": res.get("ar", {}).get("ratio")}))
+    print(json.dumps({"ratio": res.get("ar", {}).get("ratio"), "amx": res.get("amx")}))
     return 0
 
 

@@ -115,6 +115,98 @@ def test_bad_inputs_are_clear_errors():
         lin(torch.randn(2, 64), isa=7)
 
 
+# --- the AMX-INT8 path (kernels/q8amx.cpp) -------------------------------------------------------
+
+AMX_EMULATED, AMX = 4, 3
+AMX_WHY = None if WHY is not None else quantcpu.amx_why()
+needs_amx = pytest.mark.skipif(AMX_WHY is not None, reason=f"the AMX-INT8 path cannot run here: {AMX_WHY}; "
+                               "it stays off by default until these tests and its benchmark ran on an AMX CPU")
+
+
+def _amx_cases():
+    for n, k in ((5, 96), (100, 192), (33, 64), (16, 32), (1000, 576)):
+        yield n, k, _lins(n, k, seed=n + k)
+
+
+def test_the_amx_layouts_give_every_row_the_same_bits_emulated():
+    """The AMX path with its tile instructions and float part emulated in C++ (runs on any CPU):
+    the activations as A tiles (q + 128), the weights as B tiles (4-bit codes unpacked, 8-bit
+    codes signed) with their sums taken off, the 16-row tiles and the partial last one: each
+    row's output == the other paths' (rows 1-64, odd shapes, Q4_1 and Q8_0)."""
+    x = torch.randn(64, 576) * 1.5
+    for n, k, lins in _amx_cases():
+        for lin, _ in lins:
+            ref = lin(x[:, :k].contiguous(), isa=0)
+            assert torch.equal(lin(x[:, :k].contiguous()), ref)
+            for m in range(1, 65):
+                assert torch.equal(lin(x[:m, :k].contiguous(), isa=AMX_EMULATED), ref[:m]), (type(lin).__name__, n, k, m)
+
+
+@needs_amx
+def test_amx_equals_the_other_paths_bit_for_bit():
+    """On the hardware: every row count 1-64 on AMX alone (isa 3), and the automatic split (whole
+    16-row tiles on AMX, the rest on VNNI) at several cut-offs, == the VNNI, AVX2 and scalar paths."""
+    x = torch.randn(64, 576) * 1.5
+    before = quantcpu.amx_min_rows()
+    try:
+        for n, k, lins in _amx_cases():
+            for lin, _ in lins:
+                xk = x[:, :k].contiguous()
+                ref = lin(xk, isa=0)
+                for isa in range(quantcpu.best_isa() + 1):
+                    assert torch.equal(lin(xk, isa=isa), ref), isa
+                for m in range(1, 65):
+                    assert torch.equal(lin(xk[:m], isa=AMX), ref[:m]), (type(lin).__name__, n, k, m)
+                for cut in (1, 5, 17):
+                    assert quantcpu.set_amx(cut) is None and quantcpu.amx_min_rows() == cut
+                    for m in (1, 4, 5, 16, 17, 21, 33, 64):
+                        assert torch.equal(lin(xk[:m]), ref[:m]), (cut, m)
+    finally:
+        quantcpu.set_amx(before)
+
+
+@needs_amx
+def test_amx_rows_do_not_depend_on_threads():
+    x = torch.randn(40, 192)
+    threads = torch.get_num_threads()
+    try:
+        for lin, _ in _lins(300, 192, seed=7):
+            outs = []
+            for t in (1, 2):
+                torch.set_num_threads(t)
+                outs.append(lin(x, isa=AMX))
+            assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], lin(x, isa=0))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_amx_is_off_by_default_and_says_why_it_cannot_run(monkeypatch):
+    """Off unless DOMINOTREE_AMX=1; where the CPU has no AMX, turning it on says why and changes
+    nothing; a bad setting is a clear error."""
+    import os
+
+    from dominotree.models import cpuext
+    before = quantcpu.amx_min_rows()
+    if os.environ.get("DOMINOTREE_AMX", "0") == "0":
+        assert before == 0
+    try:
+        if AMX_WHY is not None:
+            assert quantcpu.set_amx(5) == AMX_WHY and quantcpu.amx_min_rows() == 0
+            with pytest.raises(RuntimeError, match="instruction set 3"):
+                _lins(16, 64)[0][0](torch.randn(2, 64), isa=AMX)
+        assert quantcpu.set_amx(0) is None and quantcpu.amx_min_rows() == 0
+        with pytest.raises(ValueError, match="min_rows"):
+            quantcpu.set_amx(-1)
+        for env in ({"DOMINOTREE_AMX": "yes"}, {"DOMINOTREE_AMX": "1", "DOMINOTREE_AMX_MIN_ROWS": "0"}):
+            for k, v in env.items():
+                monkeypatch.setenv(k, v)
+            with pytest.raises(ValueError, match="DOMINOTREE_AMX"):
+                cpuext._amx_from_env()
+            assert quantcpu.amx_min_rows() == 0
+    finally:
+        quantcpu.set_amx(before)
+
+
 # --- attention ---------------------------------------------------------------------------------
 
 def _qkv(nh=6, nkv=2, hd=40, cap=64, n=5, start=20, seed=0):

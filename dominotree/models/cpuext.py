@@ -2,7 +2,10 @@
 
 - ``kernels/quant.cpp``: 4-bit (Q4_1) weight products with float32 activations (``quantcpu``);
 - ``kernels/q8act.cpp``: 4-bit (Q4_1) and 8-bit (Q8_0) weights times 8-bit activation blocks in
-  integer dot products (AVX-512 VNNI where the CPU has it, else AVX2; ``quantcpu``, ``int4-q8``);
+  integer dot products (AVX-512 VNNI where the CPU has it, else AVX2; ``quantcpu``, ``int4-q8``),
+  and ``kernels/q8amx.cpp``, its AMX-INT8 path: off unless ``DOMINOTREE_AMX=1`` on a CPU with
+  AMX-INT8 (``amx_why``); ``DOMINOTREE_AMX_MIN_ROWS`` (default 5) is the fewest rows it takes;
+- ``kernels/bf16.cpp``: bf16 products whose rows do not depend on each other (``linear.linear``);
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
   cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU;
 - ``kernels/attention.cpp``: attention whose rows do not depend on each other (a verify row gets a
@@ -30,6 +33,8 @@ import torch
 from .smollm2 import cache_root
 
 SOURCES = sorted((Path(__file__).with_name("kernels")).glob("*.cpp"))
+HEADERS = sorted((Path(__file__).with_name("kernels")).glob("*.h"))
+AMX_MIN_ROWS = 5       # PyTorch's AMX cut-off (more than 4 rows) until measured on an AMX CPU
 FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-fopenmp"]
 NAME = "dominotree_cpu"
 _state: dict = {}
@@ -51,7 +56,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
 
 def build_dir() -> Path:
     h = hashlib.sha1(" ".join(FLAGS).encode() + torch.__version__.encode())
-    for src in SOURCES:
+    for src in SOURCES + HEADERS:
         h.update(src.read_bytes())
     return cache_root() / "kernels" / f"cpu-{h.hexdigest()[:12]}"
 
@@ -109,7 +114,63 @@ def _load(verbose: bool) -> str | None:
     except Exception as e:      # no compiler, a failed build: say why, fall back
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return f"the C++ kernels did not build ({first[:200]})"
+    return _amx_from_env()
+
+
+def _amx_from_env() -> None:
+    """Turn the AMX path on where ``DOMINOTREE_AMX=1`` asks for it and the CPU runs it."""
+    on, rows = os.environ.get("DOMINOTREE_AMX", "0"), os.environ.get("DOMINOTREE_AMX_MIN_ROWS", str(AMX_MIN_ROWS))
+    if on not in ("0", "1") or not rows.isdigit() or int(rows) < 1:
+        raise ValueError(f"DOMINOTREE_AMX={on!r} DOMINOTREE_AMX_MIN_ROWS={rows!r}: use DOMINOTREE_AMX=0 or 1 "
+                         "and a whole number of rows >= 1")
+    if on == "1":
+        state = int(torch.ops.dominotree_q8act.set_amx(int(rows)))
+        if state != 2:
+            why = f"{AMX_STATES[state]} ({cpu_model()})"
+            print(f"[dominotree] DOMINOTREE_AMX=1 but {why}; the 8-bit products stay on "
+                  f"{'VNNI' if int(torch.ops.dominotree_q8act.best_isa()) == 2 else 'AVX2'}", file=sys.stderr)
     return None
+
+
+AMX_STATES = {0: "this CPU has no AMX-INT8 with AVX-512 VNNI", 1: "Linux refused the AMX tile state (arch_prctl)"}
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), or the platform's word for it."""
+    try:
+        text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def amx_why() -> str | None:
+    """None when the AMX path of the 8-bit products can run here, else why not (needs the kernels)."""
+    why = available(verbose=False)
+    if why is not None:
+        return why
+    state = int(torch.ops.dominotree_q8act.amx_state())
+    return None if state == 2 else f"{AMX_STATES[state]} ({cpu_model()})"
+
+
+def set_amx(min_rows: int) -> str | None:
+    """Run the 8-bit products of at least ``min_rows`` rows on AMX (0: off; the default until
+    measured on an AMX CPU). Returns None when AMX runs, else why not (then it stays off).
+    The bits are the same either way (``tests/test_q8act.py``)."""
+    if min_rows < 0:
+        raise ValueError(f"min_rows must be >= 0, not {min_rows}")
+    why = amx_why()
+    if why is None:
+        torch.ops.dominotree_q8act.set_amx(int(min_rows))
+    return why if min_rows else None
+
+
+def amx_min_rows() -> int:
+    """The fewest rows the AMX path takes now (0: off)."""
+    return int(torch.ops.dominotree_q8act.amx_min_rows()) if available(verbose=False) is None else 0
 
 
 def available(verbose: bool = True) -> str | None:

@@ -13,7 +13,9 @@ arithmetic would allow about 1.3x. Two paths, chosen per weight:
 - ``linear`` (everything else, and the fallback): ``F.linear``; a float32 product of several rows
   in blocks of ``COLUMN_CHUNK`` output columns, since MKL packs the whole weight for such a
   product and a large weight then streams through memory more than once. Bit-identical to one
-  ``F.linear`` (``tests/test_fast.py``).
+  ``F.linear`` (``tests/test_fast.py``). bf16 on CPU runs ``kernels/bf16.cpp`` (``bf16_path``):
+  torch sends bf16 to oneDNN on CPUs with AVX-512 or AMX, whose kernel depends on the number of
+  rows, so a verify row would not get a one-row step's bits.
 
 Results of the two paths agree to float32 rounding, not bit for bit; the target uses one path for
 every product of a run, so every method and its ``ar`` see the same arithmetic.
@@ -24,35 +26,47 @@ import torch
 import torch.nn.functional as F
 
 COLUMN_CHUNK = 1024
-# bf16 CPU products with more inputs than this are summed from parts of at most this many: torch's
-# bf16 GEMM blocks a longer sum by the number of rows (K = 1536: rows 7 and up of a product differed
-# from one-row products), so a verify row would not equal an ``ar`` step; up to 1024 it does not
-# (tests/test_fast.py). The parts' products are added in float32 and rounded once, for every row count.
-BF16_K_CHUNK = 1024
 ONEDNN = True          # module switch for A/B measurements (scripts/experiments/ab_forward.py)
 
 
-def _bf16_k_parts(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    k = weight.shape[1]
-    parts = -(-k // BF16_K_CHUNK)
-    step = -(-k // parts)
-    acc = None
-    for i in range(0, k, step):
-        y = F.linear(x[..., i:i + step], weight[:, i:i + step]).float()
-        acc = y if acc is None else acc.add_(y)
-    if bias is not None:
-        acc.add_(bias.float())
-    return acc.to(x.dtype)
+def bf16_path() -> str:
+    """How ``linear`` multiplies bf16 on CPU, each row getting the bits it gets alone:
+    ``"kernel"`` (``kernels/bf16.cpp``: one fixed float32 chain per output, every row count, thread
+    count and CPU), or ``"rows"`` where the kernels do not build (one ``F.linear`` per row: each row
+    is a one-row product, at one row's cost each).
+
+    Why not torch's product: with bf16 on CPU, ``F.linear`` (addmm / matmul) goes to oneDNN's
+    matmul when the CPU has AVX-512 BW+VL+DQ or AVX-NE-CONVERT (``mkldnn_bf16_device_check``) and
+    the product has more than 16^3 multiply-adds; oneDNN then chooses its kernel (and its blocking
+    of the sum) by the shape: on a Xeon with AMX a 33-row product ran on the AMX tiles and row 0
+    got other bits than alone (issue 40; earlier, K = 1536 differed from row 7 on). oneDNN's ISA
+    can be capped only for the whole process (``ONEDNN_MAX_CPU_ISA``), and which kernel a shape
+    gets is oneDNN's to change, so no split of the rows provably takes the one-row path. Without
+    AVX-512 (this Zen 3) torch runs its own ``cpublas`` loops, which happened to be row-independent."""
+    from .cpuext import available
+    return "kernel" if available(verbose=False) is None else "rows"
+
+
+def _bf16_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    x2 = x.reshape(-1, x.shape[-1])
+    if bf16_path() == "kernel":
+        y = torch.ops.dominotree_bf16.linear(x2, weight, bias)
+    else:
+        y = torch.cat([F.linear(x2[i:i + 1], weight, bias) for i in range(x2.shape[0])]) if x2.shape[0] else \
+            F.linear(x2, weight, bias)
+    return y.view(*x.shape[:-1], weight.shape[0])
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear``; for float32 products of several rows, in blocks of ``COLUMN_CHUNK`` output
     columns (each output column is the same dot product either way: bit-identical); for bf16 on
-    CPU with more than ``BF16_K_CHUNK`` inputs, in parts of the sum (see above)."""
+    CPU without autograd, ``bf16_path``'s row-independent product."""
     n = weight.shape[0]
-    if (x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16 and weight.shape[1] > BF16_K_CHUNK
-            and x.device.type == "cpu" and not x.requires_grad):
-        return _bf16_k_parts(x, weight, bias)
+    if (x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16 and x.device.type == "cpu"
+            and weight.device.type == "cpu" and (bias is None or bias.dtype == torch.bfloat16)
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                                  or (bias is not None and bias.requires_grad)))):
+        return _bf16_rows(x, weight, bias)
     if x.dtype != torch.float32 or x.numel() <= x.shape[-1] or n <= COLUMN_CHUNK:
         return F.linear(x, weight, bias)
     return torch.cat([F.linear(x, weight[i:i + COLUMN_CHUNK], None if bias is None else bias[i:i + COLUMN_CHUNK])

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from .cpuext import available
+from .cpuext import amx_min_rows, amx_why, available, set_amx  # noqa: F401 - AMX switches re-exported
 from .linear import onednn_product, route_products
 from .quant import GROUP, Q4_1, Int4Linear, quantize_q4_1, quantize_q8_0
 
@@ -87,7 +87,8 @@ def pack_q4_tiles(blocks: Q4_1) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def best_isa() -> int:
-    """The instruction set ``q4q8_linear`` runs here: 2 AVX-512 VNNI, 1 AVX2, 0 scalar."""
+    """The instruction set ``q4q8_linear`` runs here: 2 AVX-512 VNNI, 1 AVX2, 0 scalar (AMX, 3, only
+    where ``set_amx`` turned it on: ``cpuext``)."""
     why = available()
     if why is not None:
         raise RuntimeError(why)

@@ -11,7 +11,8 @@
 // float part is one fixed chain per output and row:
 //   acc = fma(float(isum_b), dw_b * d_b, acc); acc = fma(mw_b, s_b, acc)   for b = 0, 1, ...
 // so a row's result depends on that row only: the same bits for 1 or 17 rows, 1 or 2 threads,
-// and on every instruction set (AVX-512 VNNI, AVX2, scalar; tests/test_q8act.py asserts ==).
+// and on every instruction set (AMX-INT8 in q8amx.cpp, AVX-512 VNNI, AVX2, scalar;
+// tests/test_q8act.py asserts ==).
 //
 // Weights are packed per tile of 16 outputs (quantcpu.pack_q4_tiles / pack_q8_tiles):
 // - Q4_1 codes [N/16, K/32, 4, 16, 4] uint8: byte i of lane j in part p holds
@@ -26,39 +27,19 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
+
+#include "q8act.h"
 
 namespace {
 
-constexpr int64_t GROUP = 32;
-constexpr int64_t LANES = 16;     // outputs per tile
+using namespace dominotree_q8;
 #define NOINLINE __attribute__((noinline))
 
-// The 8-bit blocks of x, laid out so that a row tile reads every row from one pointer at fixed
-// offsets (row-major per-row pointers spilled the general registers at 8 rows)
-struct Act {
-  const int8_t* q;         // [K / 32, 4, M, 8]: inputs 8p .. 8p + 7 of block b of row r at ((b * 4 + p) * M + r) * 8
-  const float* d;          // [K / 32, M]
-  const float* s;          // [K / 32, M]  d * sum(q)
-  const int32_t* sum;      // [K / 32, M]  sum(q)
-  int64_t M, nb;
-  const int8_t* part(int64_t b, int p, int64_t r) const { return q + ((b * 4 + p) * M + r) * 8; }
-};
-
-// Q4 = true: Q4_1 weights (float16 scales), else Q8_0 (float32 scales)
-template <bool Q4>
-struct Tile {              // one tile of 16 outputs
-  using Scale = std::conditional_t<Q4, at::Half, float>;
-  const uint8_t* codes;    // [nb, 4 or 8, 16, 4]
-  const Scale* dm;         // [nb, 2 or 1, 16]
-  static constexpr int64_t CODE_BYTES = Q4 ? 4 * 64 : 8 * 64;   // per block
-  static constexpr int64_t SCALES = Q4 ? 2 : 1;
-};
-
-inline float widen(float v) { return v; }
-inline float widen(at::Half v) { return static_cast<float>(v); }
 inline __m256 load_scales8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load_scales8(const at::Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
@@ -87,11 +68,6 @@ void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, fl
       s[b * M + r] = dd * static_cast<float>(sum);
       sums[b * M + r] = sum;
     }
-}
-
-// y[r0 + r, n0 + j] for j < valid (the tile's real outputs)
-inline void store_rows(const float* acc, int rows, float* y, int64_t N, int64_t r0, int64_t n0, int64_t valid) {
-  for (int r = 0; r < rows; ++r) std::memcpy(y + (r0 + r) * N + n0, acc + r * LANES, valid * sizeof(float));
 }
 
 // --- scalar: the reference chain ---------------------------------------------------------------
@@ -223,7 +199,9 @@ NOINLINE void tile_vnni(const Tile<Q4>& t, const Act& a, int64_t r0, float* y, i
 }
 #pragma GCC pop_options
 
-enum Isa : int64_t { SCALAR = 0, AVX2 = 1, VNNI = 2 };
+// 3: AMX-INT8 (q8amx.cpp; never the automatic choice of best_isa, see amx_rows), 4: the AMX path
+// emulated in portable C++ (tests: its layouts checked on any CPU)
+enum Isa : int64_t { SCALAR = 0, AVX2 = 1, VNNI = 2, AMX = 3, AMX_EMULATED = 4 };
 
 int64_t best_isa() {
   __builtin_cpu_init();
@@ -234,10 +212,26 @@ int64_t best_isa() {
   return SCALAR;
 }
 
-// all rows of one tile, in row tiles of at most 8 (VNNI) / 2 (AVX2) rows
+// The automatic choice of AMX: products of at least this many rows run their whole 16-row tiles
+// (and a last partial tile of at least this many rows) on AMX; 0: off. Set by set_amx, from
+// Python (DOMINOTREE_AMX; off by default until measured on an AMX CPU).
+std::atomic<int64_t> amx_min_rows{0};
+
+// -> amx_support(): 0 no AMX-INT8 here, 1 Linux refused the tile state, 2 usable (then on)
+int64_t set_amx(int64_t min_rows) {
+  TORCH_CHECK(min_rows >= 0, "min_rows must be >= 0 (0: off)");
+  const int64_t why = amx_support();
+  amx_min_rows = why == 2 ? min_rows : 0;
+  return why;
+}
+
+int64_t amx_state() { return amx_support(); }
+int64_t get_amx_min_rows() { return amx_min_rows.load(); }
+
+// rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 2 (AVX2) rows
 template <bool Q4>
-void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, float* y, int64_t N, int64_t n0, int64_t valid) {
-  int64_t r0 = 0, rows = a.M;
+void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t rows, float* y, int64_t N,
+               int64_t n0, int64_t valid) {
   if (isa == VNNI) {
     for (; rows >= 8; rows -= 8, r0 += 8) tile_vnni<Q4, 8>(t, a, r0, y, N, n0, valid);
     switch (rows) {
@@ -258,8 +252,19 @@ void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, float* y, int64_t N
   }
 }
 
+// How many leading rows the AMX path takes (the rest go to `isa`): every row for isa AMX or
+// AMX_EMULATED; automatically (isa -1), whole 16-row tiles and a last tile of >= amx_min_rows rows
+// when the product has at least amx_min_rows rows
+int64_t amx_rows(int64_t requested, int64_t M) {
+  if (requested == AMX || requested == AMX_EMULATED) return M;
+  const int64_t min_rows = amx_min_rows.load();
+  if (requested != -1 || min_rows == 0 || M < min_rows) return 0;
+  const int64_t rest = M % AMX_ROWS;
+  return rest >= min_rows ? M : M - rest;
+}
+
 // x [M, K] float32; codes and scales in the tile layout above; n_out = N; isa -1: the best this
-// CPU runs, else 0 scalar, 1 AVX2, 2 AVX-512 VNNI
+// CPU runs (AMX only where set_amx turned it on), else one of Isa
 template <bool Q4>
 at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& dm, int64_t n_out, int64_t isa) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous(),
@@ -274,8 +279,12 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tenso
   TORCH_CHECK(dm.scalar_type() == (Q4 ? at::kHalf : at::kFloat) && dm.is_contiguous() &&
               dm.numel() == tiles * nb * Tile<Q4>::SCALES * LANES, "scales do not match the codes");
   const int64_t best = best_isa();
-  TORCH_CHECK(isa >= -1 && isa <= best, "instruction set ", isa, " is not available here (best: ", best, ")");
-  if (isa < 0) isa = best;
+  TORCH_CHECK(isa >= -1 && (isa <= best || isa == AMX_EMULATED || (isa == AMX && amx_support() == 2)),
+              "instruction set ", isa, " is not available here (best: ", best,
+              amx_support() == 2 ? ", and AMX" : "", ")");
+  const int64_t on_amx = amx_rows(isa, M);
+  const bool emulate = isa == AMX_EMULATED;
+  const int64_t rest_isa = isa < 0 || isa >= AMX ? best : isa;
   at::Tensor y = at::empty({M, n_out}, x.options());
   if (M == 0 || n_out == 0) return y;
   at::Tensor xq = at::empty({nb, 4, M, 8}, x.options().dtype(at::kChar));
@@ -284,14 +293,30 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tenso
   quantize_rows(x.data_ptr<float>(), M, K, xq.data_ptr<int8_t>(), xs[0].data_ptr<float>(), xs[1].data_ptr<float>(),
                 sums.data_ptr<int32_t>());
   const Act a{xq.data_ptr<int8_t>(), xs[0].data_ptr<float>(), xs[1].data_ptr<float>(), sums.data_ptr<int32_t>(), M, nb};
+  const int64_t Mp = (on_amx + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
+  at::Tensor xa;        // nothing allocated off the AMX path
+  if (on_amx) {
+    xa = at::empty({nb * Mp * 32}, x.options().dtype(at::kByte));
+    amx_activations(a, Mp, xa.data_ptr<uint8_t>());
+  }
+  const uint8_t* xap = on_amx ? xa.data_ptr<uint8_t>() : nullptr;
   const uint8_t* cp = codes.data_ptr<uint8_t>();
   const Scale* sp = dm.data_ptr<Scale>();
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<int8_t> scratch;
+    std::vector<int32_t> wsums;
+    if (on_amx) scratch.resize(nb * AMX_B_BYTES), wsums.resize(nb * LANES);
+    if (on_amx && !emulate) amx_begin();
     for (int64_t t = t0; t < t1; ++t) {
       const Tile<Q4> tile{cp + t * nb * Tile<Q4>::CODE_BYTES, sp + t * nb * Tile<Q4>::SCALES * LANES};
-      tile_rows<Q4>(isa, tile, a, yp, n_out, t * LANES, std::min(LANES, n_out - t * LANES));
+      const int64_t valid = std::min(LANES, n_out - t * LANES);
+      if (on_amx)
+        amx_tile_rows<Q4>(emulate, tile, a, xap, Mp, 0, on_amx, yp, n_out, t * LANES, valid,
+                          scratch.data(), wsums.data());
+      if (on_amx < M) tile_rows<Q4>(rest_isa, tile, a, on_amx, M - on_amx, yp, n_out, t * LANES, valid);
     }
+    if (on_amx && !emulate) amx_end();
   });
   return y;
 }
@@ -320,6 +345,9 @@ TORCH_LIBRARY(dominotree_q8act, m) {
   m.def("q4q8_linear(Tensor x, Tensor codes, Tensor dm, int n_out, int isa=-1) -> Tensor");
   m.def("q8q8_linear(Tensor x, Tensor codes, Tensor d, int n_out, int isa=-1) -> Tensor");
   m.def("best_isa() -> int", &best_isa);
+  m.def("set_amx(int min_rows) -> int", &set_amx);
+  m.def("amx_state() -> int", &amx_state);
+  m.def("amx_min_rows() -> int", &get_amx_min_rows);
 }
 
 TORCH_LIBRARY_IMPL(dominotree_q8act, CPU, m) {
