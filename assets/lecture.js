@@ -5,7 +5,7 @@
   const LAST = STAGES.length - 1;
   const SETTLE_MS = 600;                          // the other views follow the round this long after the last step
   const HIDDEN_BEFORE_COMMIT = ["accepted path", "bonus edge", "bonus token"];
-  const st = {on: false, view: TREE_VIEW, stage: LAST};
+  const st = {on: false, view: TREE_VIEW, stage: LAST, want: 0};
   const body = document.body;
   const $ = (s) => document.querySelector(s);
   const Plotly = () => window.Plotly;
@@ -24,12 +24,18 @@
     if (!box || !hasRun()) return false;
     k = Math.max(1, Math.min(k, rounds()));
     if (k === round()) return false;
+    st.want = k;
     const r = roundBox();
     if (r) r.value = String(k);                   // the next step counts from here, before the server answers
     box.value = String(k);
     box.dispatchEvent(new Event("input", {bubbles: true}));
     clearTimeout(settle);
-    settle = setTimeout(() => $("#lecture-settle")?.click(), SETTLE_MS);
+    settle = setTimeout(() => {                  // as if the slider had moved: every view follows the round
+      const rg = $("#round input[type=range]");
+      if (!rg) return;
+      rg.value = String(round());
+      rg.dispatchEvent(new Event("input", {bubbles: true}));
+    }, SETTLE_MS);
     return true;
   }
 
@@ -211,7 +217,7 @@
     else if (k === "End") setRound(rounds());
     else if (k === "ArrowDown") stepStage(1);
     else if (k === "ArrowUp") stepStage(-1);
-    else if (k === " " || k === "Spacebar") $("#play")?.click();
+    else if (k === " " || k === "Spacebar") { st.want = 0; $("#play")?.click(); }
     else if (k === "PageDown") setView(st.view + 1);
     else if (k === "PageUp") setView(st.view - 1);
     else if (/^[0-9]$/.test(k)) setView(k === "0" ? 10 : parseInt(k, 10));
@@ -239,7 +245,15 @@
       const el = $(sel);
       if (el && !watched.has(el)) {
         watched.add(el);
-        new MutationObserver(() => { where(); share(); }).observe(el, {childList: true, subtree: true, characterData: true});
+        new MutationObserver(() => {
+          // a slower redraw of an earlier step can land after a later one: ask again for the round wanted
+          if (st.on && st.want && sel === "#captions") {
+            const shownRound = parseInt(($("#captions b")?.textContent || "").replace(/\D+/g, ""), 10);
+            if (shownRound === st.want) st.want = 0;
+            else if (shownRound && round() !== st.want) { const w = st.want; st.want = 0; setRound(w); }
+          }
+          where(); share();
+        }).observe(el, {childList: true, subtree: true, characterData: true});
       }
     }
     const bar = $("#lecture-toggle");

@@ -59,10 +59,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                     outputs=[c[f"rebuild_{k}"] for k in ("topm", "k", "budget", "scorer", "vocab")],
                     api_visibility="private", queue=False, show_progress="hidden")
     private_rebuild = {**rebuild_args, "api_name": None, "api_visibility": "private"}
-    settled = c["lecture_settle"].click         # the lecture view's round steps, once they pause
-    gr.on([c["round"].input, settled, c["focus"].input, *(c[f"rebuild_{k}"].input for k in ("topm", "k", "budget",
-                                                                                            "scorer", "vocab"))],
-          **rebuild_args)
+    gr.on([c["round"].input, c["focus"].input, *(c[f"rebuild_{k}"].input for k in ("topm", "k", "budget", "scorer",
+                                                                                   "vocab"))], **rebuild_args)
 
     # --- run / stop / load (model queue) ----------------------------------------------------
     save_args = dict(fn=shares.save, inputs=[traces_state], outputs=[c["share_link"]], api_visibility="private",
@@ -92,7 +90,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["lecture_round"].change(step_round, [traces_state, c["focus"], c["lecture_round"], c["show"]],
                               [c["round"], c["captions"], c["tree"]], api_visibility="private", trigger_mode="always_last",
                               concurrency_id="lecture", concurrency_limit=1, show_progress="hidden")
-    gr.on([c["round"].input, settled, c["show"].input], views.show_round, view_state, [*round_out, *quick_out],
+    gr.on([c["round"].input, c["show"].input], views.show_round, view_state, [*round_out, *quick_out],
           api_name="show_round", trigger_mode="always_last", concurrency_id="render", concurrency_limit=4,
           show_progress="hidden") \
         .then(**export_args)
@@ -114,7 +112,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
         .then(**own_args).then(**private_rebuild) \
         .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
 
-    gr.on([c["whatif_budget"].input, c["round"].input, settled, c["show"].input, c["focus"].input], render_whatif,
+    gr.on([c["whatif_budget"].input, c["round"].input, c["show"].input, c["focus"].input], render_whatif,
           [*view_state, c["whatif_budget"]], [c["whatif_caption"], c["whatif_tree"]], api_name="whatif",
           trigger_mode="always_last", concurrency_id="render", concurrency_limit=4, show_progress="hidden")
 

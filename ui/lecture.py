@@ -57,13 +57,12 @@ def bar_html() -> str:
 
 
 def build_lecture_bar() -> dict:
-    """The bar, and two hidden controls the script drives: ``lecture_round`` (a round step: only the
-    round's stage cards and tree are redrawn, ``step_round``) and ``lecture_settle`` (clicked once
-    the steps pause: everything else that follows the round catches up, as after the slider)."""
+    """The bar, and a hidden control the script drives, ``lecture_round``: a round step redraws only
+    the round's stage cards and tree (``step_round``); once the steps pause, the script moves the
+    round slider itself and every other view catches up."""
     return dict(lecture_bar=gr.HTML(bar_html(), elem_id="lecture-bar", show_label=False, padding=False),
                 lecture_round=gr.Number(1, precision=0, elem_id="lecture-round", elem_classes=["dt-offscreen"],
-                                        show_label=False),
-                lecture_settle=gr.Button("settle", elem_id="lecture-settle", elem_classes=["dt-offscreen"]))
+                                        show_label=False))
 
 
 def step_round(traces, focus, k, show) -> list:
