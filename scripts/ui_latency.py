@@ -128,10 +128,8 @@ def main() -> None:
         if a.shots:
             out = Path(a.shots)
             out.mkdir(parents=True, exist_ok=True)
-            best = json.loads(page.evaluate("() => JSON.stringify(window.dtLecture.state)"))
-            press("End", "round", n_rounds) if r != n_rounds else None
             for v, name, _ in VIEWS:
-                press(str(v % 10), "view", v) if v != best.get("view") else None
+                press(str(v % 10), "view", v)
                 page.wait_for_timeout(1500)
                 path = out / f"view-{v:02d}-{re.sub(r'[^a-z]+', '-', name.lower()).strip('-')}.png"
                 save_png(page, path)
