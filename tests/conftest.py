@@ -79,3 +79,24 @@ def ray_cluster():
     info = cluster.connect("auto", num_cpus=2)
     yield info
     cluster.shutdown()
+
+
+# --- the explorer and a browser, shared by the app and e2e tests ------------------------------------
+
+@pytest.fixture(scope="module")
+def app(tiny_decoder, request):
+    """The explorer on the random-tiny pair, one server for the session (``test_app.served``)."""
+    from test_app import close_served, served
+    request.addfinalizer(close_served)
+    return served(tiny_decoder)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright (skipped where either is missing)."""
+    from test_e2e import CHROMIUM, FLAGS          # skips the test when Chromium is not installed
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield b
+        b.close()

@@ -31,12 +31,6 @@ from test_app import PROMPT, close_served, served  # noqa: E402  (one server for
 
 
 @pytest.fixture(scope="module")
-def app(tiny_decoder, request):
-    request.addfinalizer(close_served)
-    return served(tiny_decoder)
-
-
-@pytest.fixture(scope="module")
 def page(app):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)

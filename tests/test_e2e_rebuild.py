@@ -27,12 +27,6 @@ PROMPT = "Explain speculative decoding in one sentence."
 
 
 @pytest.fixture(scope="module")
-def app(tiny_decoder, request):
-    request.addfinalizer(close_served)
-    return served(tiny_decoder)
-
-
-@pytest.fixture(scope="module")
 def page(app):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)

@@ -14,20 +14,6 @@ from test_e2e import CHROMIUM, FLAGS, set_number, sync_api  # noqa: F401  (skips
 from test_app import PROMPT, close_served, served  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def app(tiny_decoder, request):
-    request.addfinalizer(close_served)
-    return served(tiny_decoder)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        yield b
-        b.close()
-
-
 def new_page(browser, app):
     pg = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
     pg.set_default_timeout(60_000)

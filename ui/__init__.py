@@ -18,9 +18,11 @@ from .costpanel import build_cost_panel
 from .context import status_html
 from .events import wire
 from .files import build_exports, build_import
+from .lecture import build_lecture_bar, lecture_js, lv, page_js
 from .page_sync import PAGE_JS, WATCHDOG_S
 from .panes import build_panes
 from .rebuild_view import build_rebuild
+from .share import build_share
 from .round_view import build_round_details, build_round_view, build_topm, build_whatif
 from .summary import build_summary, build_timing
 
@@ -37,8 +39,8 @@ SYSTEM_MONO = ["DejaVu Sans Mono", "Menlo", "Consolas", "monospace"]
 def launch_kwargs() -> dict:
     """Settings for ``demo.launch``: no external fonts, no share link, bounded uploads."""
     return dict(theme=gr.themes.Default(font=SYSTEM_SANS, font_mono=SYSTEM_MONO),
-                css_paths=[ASSETS / "style.css"], share=False, max_file_size=MAX_TRACE_BYTES,
-                footer_links=["api"], ssr_mode=False, js=PAGE_JS)
+                css_paths=[ASSETS / "style.css", ASSETS / "lecture.css"], share=False, max_file_size=MAX_TRACE_BYTES,
+                footer_links=["api"], ssr_mode=False, js=page_js(PAGE_JS, lecture_js()))
 
 
 def build_app(backend: Backend | None = None) -> gr.Blocks:
@@ -46,24 +48,24 @@ def build_app(backend: Backend | None = None) -> gr.Blocks:
     from dominotree.view.rebuild import STORE
     STORE.enable()                    # live rounds keep their draft blocks for rebuilds (bounded)
     with gr.Blocks(title="DominoTree explorer", analytics_enabled=False) as demo:
-        gr.Markdown(INTRO)
+        gr.Markdown(INTRO, elem_classes=["dt-full-only"])
         c: dict = {"traces": gr.State({}), "playing": gr.State(False), "watchdog": gr.Timer(WATCHDOG_S)}
-        c["status"] = gr.HTML(status_html(backend.describe()), label="Status", show_label=False, elem_id="status")
+        c.update(build_lecture_bar())
+        with gr.Column(elem_classes=lv(1)):
+            c["status"] = gr.HTML(status_html(backend.describe()), label="Status", show_label=False, elem_id="status")
+        # the lecture view shows one group at a time (ui/lecture.py: VIEWS); the full page shows them all
         with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=300):
+            with gr.Column(scale=1, min_width=300, elem_classes=[*lv(1), "dt-left"]):
                 c.update(build_controls(backend))
                 c.update(build_import())
             with gr.Column(scale=4):
-                c.update(build_panes())
-                c.update(build_round_view())
-                c.update(build_whatif())
-                c.update(build_rebuild())
-                c.update(build_exports())
-                c.update(build_round_details())
-                c.update(build_timing())
-                c.update(build_topm())
-                c.update(build_summary())
-                c.update(build_cost_panel())
+                for views, build in [((1,), build_panes), ((2,), build_round_view), ((5,), build_whatif),
+                                     ((6,), build_rebuild), ((10,), build_exports), ((3,), build_round_details),
+                                     ((8,), build_timing), ((4,), build_topm), ((7,), build_summary),
+                                     ((9,), build_cost_panel), ((10,), build_share)]:
+                    extra = ["dt-view-tree"] if build is build_round_view else []
+                    with gr.Column(elem_classes=[*lv(*views), *extra]):
+                        c.update(build())
         # clicked by the page's script when it has drawn a streamed update (page_sync.PAGE_JS)
         c["drawn"] = gr.Button("drawn", elem_id="drawn", elem_classes=["dt-offscreen"])
         wire(backend, c, demo)

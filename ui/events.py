@@ -2,7 +2,8 @@
 which queue. The handlers live by concern: ``run_events`` (Run, Stop, Load model: the model
 queue), ``view_events`` (scrub, focus, autoplay, rebuild view, cost panel: CPU-only redraws),
 ``file_events`` (downloads and trace import), ``page_sync`` (the page's draw acknowledgement,
-watchdog and unload); ``context`` holds what they share."""
+watchdog and unload), ``share`` (share links: kept after a run, opened on page load); ``context``
+holds what they share. The lecture view's keys and views are the page's own (``ui/lecture.py``)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -12,10 +13,13 @@ from . import calibrate as calibrate_ui
 from .context import Context, status_html
 from .controls import auto_control, draft_vocab_control
 from .file_events import FileEvents
+from .lecture import step_round
 from .page_sync import PageSync
 from .rebuild_view import own_controls
 from .round_view import render_whatif
 from .run_events import RunEvents
+from .share import ShareEvents
+from .sharestore import ShareStore
 from .view_events import ViewEvents
 
 MODEL_QUEUE = "model"          # every listener that touches the model shares this queue (limit 1)
@@ -25,6 +29,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     ctx = Context(backend, c)
     runs, files, sync = RunEvents(ctx), FileEvents(ctx), PageSync(ctx)
     views = ViewEvents(ctx, files)
+    shares = ShareEvents(ctx, ShareStore(), files.exports)      # links last as long as this app
     traces_state, playing = c["traces"], c["playing"]
     round_out, everything, exports_out, run_out = ctx.round_out, ctx.everything, ctx.exports_out, ctx.run_out
 
@@ -58,11 +63,13 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
                                                                                    "vocab"))], **rebuild_args)
 
     # --- run / stop / load (model queue) ----------------------------------------------------
+    save_args = dict(fn=shares.save, inputs=[traces_state], outputs=[c["share_link"]], api_visibility="private",
+                     concurrency_id="share", concurrency_limit=2, show_progress="hidden")
     c["run"].click(runs.start_run, None, [c["run"], c["status"], *exports_out], api_visibility="private", queue=False) \
         .then(runs.run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
               show_progress="hidden", show_progress_on=c["run"]) \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
-        .then(**export_args).then(**own_args).then(**private_rebuild).then(**cost_args)
+        .then(**save_args).then(**export_args).then(**own_args).then(**private_rebuild).then(**cost_args)
     c["stop"].click(runs.stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
 
     c["drawn"].click(sync.drawn, None, None, api_visibility="private", queue=False, show_progress="hidden")
@@ -80,6 +87,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
 
     # --- redraws (CPU only), autoplay, import ------------------------------------------------------
     quick_out = exports_out[:4]
+    c["lecture_round"].change(step_round, [traces_state, c["focus"], c["lecture_round"], c["show"]],
+                              [c["round"], c["captions"], c["tree"]], api_visibility="private", trigger_mode="always_last",
+                              concurrency_id="lecture", concurrency_limit=1, show_progress="hidden")
     gr.on([c["round"].input, c["show"].input], views.show_round, view_state, [*round_out, *quick_out],
           api_name="show_round", trigger_mode="always_last", concurrency_id="render", concurrency_limit=4,
           show_progress="hidden") \
@@ -97,7 +107,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["speed"].change(views.set_speed, c["speed"], c["timer"], api_visibility="private", queue=False)
     c["import_trace"].upload(files.import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
                              api_name="import_trace", concurrency_id="render", concurrency_limit=4,
-                             show_progress="hidden", show_progress_on=c["import_trace"]).then(**export_args) \
+                             show_progress="hidden", show_progress_on=c["import_trace"]).then(**save_args) \
+        .then(**export_args) \
         .then(**own_args).then(**private_rebuild) \
         .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
 
@@ -113,4 +124,9 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["watchdog"].tick(sync.watchdog, [c["status"], *view_state], run_out, api_visibility="private", queue=False,
                        preprocess=False, show_progress="hidden", show_progress_on=c["watchdog"])
 
+    # a page opened from a share link shows its comparison (no model run); others are left alone
+    demo.load(shares.open, [c["show"]], [*everything, *exports_out, c["share_link"], c["show"]],
+              api_visibility="private", concurrency_id="render", concurrency_limit=4, show_progress="hidden") \
+        .then(**{**export_args, "fn": shares.exports}).then(**own_args).then(**private_rebuild) \
+        .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
     demo.unload(sync.unload)

@@ -71,14 +71,19 @@ def write_round(folder: Path, traces: dict, focus: str | None, idx, show: str,
 _MACHINE: dict = {}
 
 
+def comparison_bytes(traces: dict) -> bytes:
+    """The comparison JSON (every pane, its prompt, settings, model and machine) as UTF-8 bytes."""
+    if not _MACHINE:
+        _MACHINE.update(describe())
+    return json.dumps(comparison.comparison_dict(traces, dict(_MACHINE)), ensure_ascii=False).encode("utf-8")
+
+
 def write_comparison(folder: Path, traces: dict) -> str | None:
     """Every pane of the comparison in one file, with its prompt, settings, model and machine."""
     if not traces:
         return None
-    if not _MACHINE:
-        _MACHINE.update(describe())
     p = folder / f"dominotree-comparison-{_stem('-'.join(traces))[:60]}.json"
-    p.write_text(json.dumps(comparison.comparison_dict(traces, dict(_MACHINE)), ensure_ascii=False), encoding="utf-8")
+    p.write_bytes(comparison_bytes(traces))
     return str(p)
 
 
@@ -99,7 +104,10 @@ def _load(p: Path) -> tuple[dict, dict | None]:
     """({name: trace}, comparison metadata or None) of one uploaded file; TraceError on defects."""
     if p.stat().st_size > MAX_TRACE_BYTES:
         raise TraceError(f"file is larger than {MAX_TRACE_BYTES // 2**20} MiB")
-    raw = p.read_bytes()
+    return _parse(p.read_bytes())
+
+
+def _parse(raw: bytes) -> tuple[dict, dict | None]:
     try:
         d = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -123,18 +131,7 @@ def read_traces(paths) -> tuple[dict, dict]:
     meta: dict = {}
     for p in paths:
         p = Path(getattr(p, "name", p))
-        name = p.name[:80]
-        try:
-            got, info = _load(p)
-            for trace in got.values():
-                _check_fields(trace)
-                if trace.rounds:      # a trace that loads but cannot be drawn is refused too
-                    from dominotree.view import figures
-                    figures.tree_figure(trace.rounds[0], trace.token_text)
-        except TraceError as e:
-            raise ConfigError(f"Trace not imported: {name}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - any other defect of an untrusted file
-            raise ConfigError(f"Trace not imported: {name}: malformed trace ({type(e).__name__}: {e})") from None
+        got, info = _checked(lambda: _load(p), f"Trace not imported: {p.name[:80]}")
         meta = meta or info or {}
         for key0, trace in got.items():
             key, n = key0, 2
@@ -146,10 +143,38 @@ def read_traces(paths) -> tuple[dict, dict]:
     mixed = comparison.different_prompts(out)
     if mixed:
         raise ConfigError(f"Trace not imported: {mixed}.")
-    first = next(iter(out.values()))
-    meta = {"prompt": first.prompt, "settings": comparison.settings_of(first), "model": first.model,
-            "machine": {}, **meta, "settings_differ": comparison.settings_differ(out)}
-    return out, meta
+    return out, _meta(out, meta)
+
+
+def _meta(traces: dict, meta: dict) -> dict:
+    first = next(iter(traces.values()))
+    return {"prompt": first.prompt, "settings": comparison.settings_of(first), "model": first.model,
+            "machine": {}, **meta, "settings_differ": comparison.settings_differ(traces)}
+
+
+def _checked(load, what: str) -> tuple[dict, dict | None]:
+    """``load()``'s traces, each checked as the views need it (ConfigError "``what``: why" else)."""
+    try:
+        got, info = load()
+        for trace in got.values():
+            _check_fields(trace)
+            if trace.rounds:      # a trace that loads but cannot be drawn is refused too
+                from dominotree.view import figures
+                figures.tree_figure(trace.rounds[0], trace.token_text)
+    except TraceError as e:
+        raise ConfigError(f"{what}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - any other defect of an untrusted file
+        raise ConfigError(f"{what}: malformed trace ({type(e).__name__}: {e})") from None
+    return got, info
+
+
+def read_comparison_bytes(raw: bytes, what: str = "Not opened") -> tuple[dict, dict]:
+    """Validated traces and metadata of one comparison (or trace) JSON held in memory, as
+    ``read_traces`` gives them; ConfigError "``what``: why" on any defect."""
+    got, info = _checked(lambda: _parse(raw), what)
+    if not got or len(got) > MAX_METHODS:
+        raise ConfigError(f"{what}: {len(got)} traces; the page shows 1 to {MAX_METHODS}.")
+    return got, _meta(got, info or {})
 
 
 def build_exports() -> dict:

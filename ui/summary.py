@@ -49,7 +49,7 @@ def build_timing() -> dict:
 
 
 def build_summary() -> dict:
-    gr.Markdown("### Summary\n" + METRICS)
+    gr.Markdown("### Summary\n" + METRICS, elem_classes=["dt-metrics"])
     table = gr.Dataframe(empty_table(), label="Methods", elem_id="summary", interactive=False, wrap=True)
     with gr.Row():
         hist = gr.Plot(label="Acceptance length", elem_id="accept-hist")
