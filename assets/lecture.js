@@ -85,7 +85,10 @@
     const data = clone(src.data), layout = clone(src.layout);
     if (st.on) lectureStyle(gd, data, layout);
     gd._dtMode = modeOf(gd);
-    return P._dtReact.call(P, gd, data, layout, src.config).then(() => P.Plots.resize(gd));
+    // Plotly refuses to resize a hidden figure (a closed accordion, a view switched away meanwhile)
+    return P._dtReact.call(P, gd, data, layout, src.config)
+      .then(() => (shown(gd) ? P.Plots.resize(gd) : null))
+      .catch(() => null);
   }
 
   const viewPlots = () => [...document.querySelectorAll(".dt-lv .js-plotly-plot")].filter(shown);
