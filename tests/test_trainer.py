@@ -192,7 +192,8 @@ def test_resume_continues_the_same_schedule(tiny, tmp_path):
         rc = T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"),
                      "--out-dflash", str(out / "dflash"), "--out-domino", str(out / "domino"),
                      "--max-steps", "6", "--time-budget-min", "10000", "--decay-ratio", "0.5", "--log", str(log),
-                     "--n-eval", "2", "--state", str(out / "state.pt"), *ARGS, *extra])
+                     "--n-eval", "2", "--state", str(out / "state.pt"), "--summary-md", str(out / "summary.md"),
+                     *ARGS, *extra])
         assert rc == 0
         return log
     straight = run("a")
@@ -200,7 +201,10 @@ def test_resume_continues_the_same_schedule(tiny, tmp_path):
     mid = torch.load(tmp_path / "b" / "state.pt", weights_only=False)
     assert mid["position"]["step"] == 3
     assert "resume with --resume" in (tmp_path / "b" / "log.txt").read_text()
+    # a run's share ends without the held-out pass and the summary: those belong to the schedule's end
+    assert not (tmp_path / "b" / "summary.md").exists()
     resumed = run("b", "--resume")
+    assert "## Final results" in (tmp_path / "b" / "summary.md").read_text()
 
     def sched(log):
         out = {}

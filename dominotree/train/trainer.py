@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None, dist=None) -> int:
     res = run_eval(step) if not a.resume else {}
     last_eval_step = step if not a.resume else -1
     stop: list[str] = []
+    share_done = False
     try:  # SIGTERM: finish the step, save, exit (only possible in the main thread)
         old_handler = signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
     except ValueError:
@@ -362,7 +363,13 @@ def main(argv: list[str] | None = None, dist=None) -> int:
         if (a.run_steps and step - pos.step >= a.run_steps) or \
                 (a.run_minutes and time.perf_counter() - t_start >= a.run_minutes * 60):
             log(f"this run's share done at step {step} (schedule progress {progress(step):.3f}); resume with --resume")
+            share_done = True
             break
+    if share_done:                     # the schedule goes on in a later run: no held-out pass, no summary
+        save(step, "share")
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+        return 0
     if last_eval_step != step:
         res = run_eval(step)
     save(step, "final")

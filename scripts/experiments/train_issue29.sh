@@ -14,6 +14,7 @@
 # block-8 checkpoints by pointing FROM_DFLASH / FROM_DOMINO at them (fresh optimizer moments). The soft labels are made
 # with each sequence's features in the process that needs them (a restart recomputes them).
 # Checkpoints land in data/ft29-$TAG/; logs in results/train-issue29/$TAG/ (TAG defaults to ARM).
+# TRAIN_ARGS adds trainer flags (on a CPU without native bf16: TRAIN_ARGS="--no-amp --target-dtype float32").
 # A later stage continues an arm's weights with a fresh optimizer and schedule on the sequences the
 # arm had not reached:
 #   ARM=soft TAG=soft2 FROM_DFLASH=data/ft29-soft/smollm2-dflash-b8 \
@@ -47,4 +48,5 @@ flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data assets/distill --se
     --heldout-shards 24 --skip-seqs "$SKIP" --head-vocab 8192 --anchors 64 --batch 2 --warmup 0.05 \
     --lr 2e-4 --decay-ratio 0 --lam-floor 0.5 --time-budget-min "$SCHEDULE" --run-minutes "$RUN" --threads 2 \
     --n-eval 64 --eval-anchors 16 --eval-every-min 60 --save-every-min 5 --feat-cache-gb 8 --log-every 10 \
-    --state "$FT/state.pt" --log "$OUT/train_log.txt" --summary-md "$OUT/README.md" "${extra[@]}"
+    --state "$FT/state.pt" --log "$OUT/train_log.txt" --summary-md "$OUT/README.md" "${extra[@]}" \
+    ${TRAIN_ARGS:-}

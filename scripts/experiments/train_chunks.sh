@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs train_issue29.sh in chunks of CHUNK minutes until its schedule of SCHEDULE minutes is done,
+# releasing the CPU lock between chunks so that other timed work on a shared 2-core machine can
+# run in between (each chunk resumes the saved training state; the schedule is unchanged).
+#
+#   ARM=soft TAG=soft4 TRAIN_ARGS="--no-amp --target-dtype float32" \
+#     scripts/experiments/train_chunks.sh 15 80
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CHUNK=${1:-15}
+SCHEDULE=${2:-80}
+TAG=${TAG:-${ARM:-soft}}
+done_file=results/train-issue29/$TAG/README.md
+until [ -f "$done_file" ] && grep -q "## Final results" "$done_file"; do
+  scripts/experiments/train_issue29.sh "$CHUNK" "$SCHEDULE"
+  sleep 30          # let a waiting job take the lock
+done
