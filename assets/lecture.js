@@ -1,41 +1,107 @@
 () => {
   // The explorer's lecture view (ui/lecture.py): numbered views, one screen each; keys for rounds,
   // stages, play and views; each view's figures fitted to the screen; the share link's address.
+  // Round steps draw from the run's rounds sent once (#lecture-cache: every round's tree figure and
+  // stage cards); the server follows the round once the steps pause.
   const VIEWS = __VIEWS__, STAGES = __STAGES__, TREE_VIEW = __TREE_VIEW__, N = VIEWS.length;
   const LAST = STAGES.length - 1;
   const SETTLE_MS = 600;                          // the other views follow the round this long after the last step
   const HIDDEN_BEFORE_COMMIT = ["accepted path", "bonus edge", "bonus token"];
-  const st = {on: false, view: TREE_VIEW, stage: LAST, want: 0};
+  // want: a round asked of the server, not yet drawn (no cache); cur, pending: the round drawn from
+  // the cache, which the page keeps until the next round change that is not a key (play, slider, run)
+  const st = {on: false, view: TREE_VIEW, stage: LAST, want: 0, cache: null, text: "null", verified: null,
+              cur: 0, pending: false};
   const body = document.body;
   const $ = (s) => document.querySelector(s);
   const Plotly = () => window.Plotly;
 
   // --- where the page is: round, run inspected, colouring ----------------------------------------
   const roundBox = () => $("#round input[type=number]");
-  const round = () => parseInt(roundBox()?.value || "1", 10) || 1;
+  const boxRound = () => parseInt(roundBox()?.value || "1", 10) || 1;
+  const round = () => (st.pending && cached() ? st.cur : boxRound());
   const rounds = () => parseInt(roundBox()?.max || "1", 10) || 1;
   const focus = () => $("#focus input:checked")?.value || "";
   const colour = () => $("#colour-by input:checked")?.value || "";
   const hasRun = () => !!$("#tree .js-plotly-plot");
 
+  // --- the run's rounds in the page: the cache, and whether it is of the run on screen -------------
+  function readCache() {
+    const text = $("#lecture-cache textarea.dt-round-cache")?.textContent || "null";
+    if (text === st.text) return;
+    let c = null;
+    try { c = JSON.parse(text); } catch (e) { c = null; }
+    st.text = text;
+    st.cache = c && Array.isArray(c.rounds) && c.rounds.length ? c : null;
+    st.pending = false;
+    st.verified = null;
+  }
+  const capText = (html) => { const t = document.createElement("template"); t.innerHTML = html; return t.content.textContent; };
+  const capRound = () => parseInt(($("#captions b")?.textContent || "").replace(/\D+/g, ""), 10) || 0;
+  function cached() {                             // the cache is of the run, colouring and rounds on screen
+    const c = st.cache;
+    if (!c || c.focus !== focus() || c.show !== colour() || Math.max(c.n, 2) !== rounds() || !hasRun()) return false;
+    if (st.verified === null) {                   // its cards for the round shown are the server's (same run)
+      const k = capRound(), el = $("#captions .dt-captions");
+      st.verified = !!(el && k >= 1 && k <= c.n && el.textContent === capText(c.rounds[k - 1].cap));
+    }
+    return st.verified;
+  }
+  function treeFig(k, gd) {                       // round k's tree as Gradio's plot draws the server's figure
+    const fig = structuredClone(st.cache.rounds[k - 1].fig);
+    const layout = fig.layout || {};
+    if (st.cache.template) layout.template = structuredClone(st.cache.template);
+    layout.autosize = true;
+    layout.margin = layout.margin || {};
+    const top = gd._dtSrc?.layout?.margin?.t;     // Gradio's room for the plot's label, as last drawn
+    if (top !== undefined) layout.margin.t = Math.max(layout.margin.t || 0, top);
+    layout.margin.autoexpand = true;
+    return {data: fig.data || [], layout, config: {...(gd._dtSrc?.config || {}), responsive: true}};
+  }
+  function writeCards(k) {                        // the stage cards of round k (Gradio morphs the next value in)
+    const host = $("#captions .dt-captions")?.parentElement, cap = st.cache.rounds[k - 1].cap;
+    if (host && host.innerHTML !== cap) host.innerHTML = cap;
+  }
+  function putBox(k) {
+    const r = roundBox(), g = $("#round input[type=range]");
+    if (r && r.value !== String(k)) r.value = String(k);
+    if (g && g.value !== String(k)) g.value = String(k);
+  }
+  function drawRound(k) {                         // round k from the cache: cards and tree now
+    const gd = $("#tree .js-plotly-plot"), P = Plotly();
+    if (!gd || !P) return false;
+    st.cur = k;
+    st.pending = true;
+    st.want = 0;
+    putBox(k);
+    writeCards(k);
+    const f = treeFig(k, gd);
+    P.react(gd, f.data, f.layout, f.config);      // through the hook: the lecture's styling and fit
+    return true;
+  }
+
   let settle = null;
+  function follow() {                             // as if the slider had moved: every view follows the round
+    const rg = $("#round input[type=range]");
+    if (!rg) return;
+    rg.value = String(round());
+    rg.dispatchEvent(new Event("input", {bubbles: true}));
+  }
+  function resettle(ms) { clearTimeout(settle); settle = setTimeout(follow, ms); }
   function setRound(k) {                          // a round step: its cards and tree now, the rest once steps pause
     const box = $("#lecture-round input");
-    if (!box || !hasRun()) return false;
+    if (!hasRun()) return false;
     k = Math.max(1, Math.min(k, rounds()));
     if (k === round()) return false;
-    st.want = k;
-    const r = roundBox();
-    if (r) r.value = String(k);                   // the next step counts from here, before the server answers
-    box.value = String(k);
-    box.dispatchEvent(new Event("input", {bubbles: true}));
-    clearTimeout(settle);
-    settle = setTimeout(() => {                  // as if the slider had moved: every view follows the round
-      const rg = $("#round input[type=range]");
-      if (!rg) return;
-      rg.value = String(round());
-      rg.dispatchEvent(new Event("input", {bubbles: true}));
-    }, SETTLE_MS);
+    if (!(cached() && drawRound(k))) {            // no cache yet: the cards and tree from the server
+      if (!box) return false;
+      st.want = k;
+      const r = roundBox();
+      if (r) r.value = String(k);                 // the next step counts from here, before the server answers
+      box.value = String(k);
+      box.dispatchEvent(new Event("input", {bubbles: true}));
+    }
+    resettle(SETTLE_MS);
+    where(); share();
     return true;
   }
 
@@ -65,14 +131,30 @@
     P._dtReact = react;
     P.react = function (gd, data, layout, config) {
       if (gd && gd.classList && Array.isArray(data) && layout && typeof layout === "object") {
-        gd._dtSrc = {data: clone(data), layout: clone(layout), config};
+        const tree = inTree(gd);
+        const k = tree ? parseInt((/^Round (\d+) /.exec(layout.title?.text || "") || [])[1], 10) : 0;
+        if (tree && k && st.pending && k !== st.cur && cached()) {
+          // the server's answer to an earlier step (Gradio draws it): keep the round stepped to
+          ({data, layout, config} = treeFig(st.cur, gd));
+          putBox(st.cur);
+          resettle(SETTLE_MS);
+        }
+        const sig = tree ? `${layout.title?.text}|${JSON.stringify(data)}` : "";
+        if (tree && sig === gd._dtSig && gd._fullLayout) return Promise.resolve(gd);   // on screen already
+        gd._dtSrc = {data: clone(data), layout: clone(layout), config, sig};
         gd._dtMode = "off";
-        if (st.on && shown(gd)) { lectureStyle(gd, data, layout); gd._dtMode = modeOf(gd); }
-        else if (st.on) gd._dtMode = "stale";
+        if (st.on && !shown(gd) && gd._fullLayout) {   // drawn when its view shows (fit): no work while hidden
+          gd._dtMode = "stale";
+          gd._dtSig = "";
+          return Promise.resolve(gd);
+        }
+        if (st.on) { lectureStyle(gd, data, layout); gd._dtMode = modeOf(gd); }
+        gd._dtSig = sig;
+        const out = react.call(this, gd, data, layout, config);
+        if (st.on) Promise.resolve(out).then(() => schedule());
+        return out;
       }
-      const out = react.apply(this, arguments);
-      if (st.on && gd && gd.classList) Promise.resolve(out).then(() => schedule());
-      return out;
+      return react.apply(this, arguments);
     };
     P._dtHooked = true;
   }
@@ -85,6 +167,7 @@
     const data = clone(src.data), layout = clone(src.layout);
     if (st.on) lectureStyle(gd, data, layout);
     gd._dtMode = modeOf(gd);
+    gd._dtSig = src.sig || "";
     // Plotly refuses to resize a hidden figure (a closed accordion, a view switched away meanwhile)
     return P._dtReact.call(P, gd, data, layout, src.config)
       .then(() => (shown(gd) ? P.Plots.resize(gd) : null))
@@ -176,10 +259,12 @@
     if (st.on) window.scrollTo(0, 0);
   }
   function stepStage(d) {                         // past the commit: the next round's draft, and back
-    const s = st.stage + d;
-    if (s > LAST) { if (setRound(round() + 1)) setStage(0); }
-    else if (s < 0) { if (setRound(round() - 1)) setStage(LAST); }
-    else setStage(s);
+    const s = st.stage + d, k = round() + (s > LAST ? 1 : s < 0 ? -1 : 0);
+    if (k === round()) return setStage(s);
+    if (k < 1 || k > rounds() || !hasRun()) return;
+    st.stage = s > LAST ? 0 : LAST;               // first: the round's tree is drawn for its stage once
+    setRound(k);
+    show();
   }
 
   function where() {
@@ -220,7 +305,10 @@
     else if (k === "End") setRound(rounds());
     else if (k === "ArrowDown") stepStage(1);
     else if (k === "ArrowUp") stepStage(-1);
-    else if (k === " " || k === "Spacebar") { st.want = 0; $("#play")?.click(); }
+    else if (k === " " || k === "Spacebar") {
+      if (st.pending) { clearTimeout(settle); follow(); }   // play counts from the round on screen
+      st.want = 0; st.pending = false; $("#play")?.click();
+    }
     else if (k === "PageDown") setView(st.view + 1);
     else if (k === "PageUp") setView(st.view - 1);
     else if (/^[0-9]$/.test(k)) setView(k === "0" ? 10 : parseInt(k, 10));
@@ -233,22 +321,30 @@
   document.addEventListener("click", (e) => {
     const t = e.target.closest ? e.target : null;
     if (!t) return;
+    if (t.closest("#play, #run, #lecture-toggle")) { st.want = 0; st.pending = false; }
     if (t.closest("#lecture-toggle")) toggle();
     const tab = t.closest("#lecture-bar .dt-tab");
     if (tab) setView(parseInt(tab.dataset.view, 10));
   });
   window.addEventListener("resize", () => schedule());
-  document.addEventListener("change", () => { where(); share(); });   // the run inspected, the colouring
+  // the run inspected, the colouring, the slider moved by hand: the server's round is the page's again
+  const leave = (e) => { if (e.isTrusted && e.target.closest?.("#focus, #colour-by, #round")) { st.want = 0; st.pending = false; } };
+  document.addEventListener("input", leave, true);
+  document.addEventListener("change", (e) => { leave(e); where(); share(); });
 
   // --- the page as it draws: the bar, the captions (round and run) and the share link -------------
   const watched = new WeakSet();
   function watch() {
     hook();
-    for (const sel of ["#captions", "#share-link"]) {
+    for (const sel of ["#captions", "#share-link", "#lecture-cache"]) {
       const el = $(sel);
       if (el && !watched.has(el)) {
         watched.add(el);
         new MutationObserver(() => {
+          if (sel === "#lecture-cache") return readCache();
+          if (sel === "#captions" && st.pending && cached()) {   // an earlier step's cards: the round on screen's
+            if (capRound() !== st.cur) writeCards(st.cur);
+          } else if (sel === "#captions") st.verified = null;
           // a slower redraw of an earlier step can land after a later one: ask again for the round wanted
           if (st.on && st.want && sel === "#captions") {
             const shownRound = parseInt(($("#captions b")?.textContent || "").replace(/\D+/g, ""), 10);
@@ -259,9 +355,11 @@
         }).observe(el, {childList: true, subtree: true, characterData: true});
       }
     }
+    readCache();
     const bar = $("#lecture-toggle");
     if (bar && !watched.has(bar)) { watched.add(bar); show(); }
-    setTimeout(watch, Plotly() && Plotly()._dtHooked && bar && $("#captions") && $("#share-link") ? 2000 : 200);
+    setTimeout(watch, Plotly() && Plotly()._dtHooked && bar && $("#captions") && $("#share-link") &&
+               $("#lecture-cache") ? 2000 : 200);
   }
   watch();
 
@@ -276,5 +374,5 @@
   }
   show();
   if (st.on) schedule();
-  window.dtLecture = {state: st, toggle, setView, setStage, fit: schedule};
+  window.dtLecture = {state: st, toggle, setView, setStage, fit: schedule, cached};
 }

@@ -106,6 +106,8 @@ def main() -> None:
             v = VIEWS[(i + 1) % len(VIEWS)][0]
             times["view change"].append(press(str(v % 10), "view", v))
         press(str(TREE_VIEW), "view", TREE_VIEW)
+        # round steps draw from the run's rounds the page holds (ui/lecture.py: round_cache)
+        page.wait_for_function("() => window.dtLecture.cached()", timeout=300_000)
         r = int(page.input_value("#round input[type=number]"))
         step = -1 if r > 1 else 1
         for i in range(a.steps + 2):                 # rounds back and forth; the first two are warm-up

@@ -3,7 +3,10 @@
 switches the lecture view on (it opens on the tree, fully on screen, no scrolling in any view),
 steps rounds and stages with the keys (and not while typing), plays and pauses with Space, opens
 the share link in a fresh page at the same round and view, and opens a bad link (a message, and
-the page still runs prompts). Run:
+the page still runs prompts). Round steps draw from the run's rounds held in the page: the tree and
+stage cards show the new round in the same task as the key, before any server could answer, and the
+other views follow once the steps pause; the run inspected and the colouring keep that right; keys
+before any run and after a stopped run do no harm. Run:
 ``HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -m slow tests/test_e2e_lecture.py``.
 """
 from __future__ import annotations
@@ -191,3 +194,121 @@ def test_lecture_keys_link_and_bad_link(app, browser):
     bad.wait_for_selector("#status .dt-status-done", timeout=120_000)
     assert bad.locator("#pane-0-text .dt-text .dt-tok").count() == 8
     assert bad.errors == [], bad.errors
+
+
+# --- round steps from the page's cache of the run's rounds -------------------------------------------
+
+def key_now(page, key: str) -> dict:
+    """Press ``key`` and read, in the same task (so before any server could answer), the round the
+    tree, its stage cards and the bar show."""
+    return page.evaluate("""(key) => {
+        document.body.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true, cancelable: true}));
+        const g = document.querySelector('#tree .js-plotly-plot'), num = (s) => parseInt((s || '').replace(/^\\D+/, ''), 10);
+        return {tree: num(g.layout.title.text), cards: num(document.querySelector('#captions b').textContent),
+                where: document.querySelector('#lecture-where').textContent, title: g.layout.title.text,
+                stage: document.body.dataset.stage};
+    }""", key)
+
+
+def cache_ready(page, focus: str, show: str = "conditional") -> None:
+    page.wait_for_function("""([f, s]) => { const t = document.querySelector('#lecture-cache textarea')?.textContent;
+        const c = t && JSON.parse(t); return c && c.focus === f && c.show === s && window.dtLecture.cached(); }""",
+                           arg=[focus, show])
+
+
+def views_agree(page, r: int) -> None:
+    """Once the steps pause, every view shows round ``r``: the slider, the cards and tree, the
+    link, and (drawn as their views open) the conditional-vs-marginal and Top-M views."""
+    page.wait_for_function("""r => document.querySelector('#round input[type=number]').value === String(r)
+        && document.querySelector('#captions b').textContent === 'Round ' + r
+        && document.querySelector('#tree .js-plotly-plot').layout.title.text.startsWith('Round ' + r + ' ')
+        && document.querySelector('#share-link a.dt-share-url').href.includes('round=' + r + '&')
+        && ['#mvc', '#topm'].every(id => document.querySelector(id + ' .js-plotly-plot')._dtSrc?.layout?.title?.text
+                                          ?.startsWith('Round ' + r + ':'))""", arg=r)
+    for view, fig in (("3", "#mvc"), ("4", "#topm")):
+        settled(page, lambda: page.keyboard.press(view))
+        title = page.evaluate(f"() => document.querySelector('{fig} .js-plotly-plot').layout.title.text")
+        assert title.startswith(f"Round {r}:"), (fig, title)
+    settled(page, lambda: page.keyboard.press("2"))
+
+
+def test_round_steps_draw_at_once_from_the_page(app, browser):
+    page = new_page(browser)
+    page.goto(app)
+    page.wait_for_selector("#prompt textarea")
+
+    # keys before any run: nothing to step, nothing breaks
+    page.click("#lecture-toggle")
+    page.wait_for_function("() => document.body.dataset.view === '1'")
+    for key in ("ArrowRight", "ArrowLeft", "End", "ArrowDown", "ArrowUp", "2", "1"):
+        page.keyboard.press(key)
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.body.classList.contains('dt-lecture')")
+
+    set_number(page, "max-new", 24)
+    page.click("#run")
+    page.wait_for_selector("#status .dt-status-done", timeout=120_000)
+    n = int(page.get_attribute("#round input[type=number]", "max"))
+    assert n >= 6
+    cache_ready(page, "dominotree")
+    settled(page, lambda: page.click("#lecture-toggle"))
+    assert body(page, "view") == "2" and tree_data(page)["title"].startswith(f"Round {n} ")
+
+    # quick steps: the tree and the cards show each round in the key's own task
+    for r in range(n - 1, n - 5, -1):
+        got = key_now(page, "ArrowLeft")
+        assert (got["tree"], got["cards"]) == (r, r) and got["where"].startswith(f"Round {r} of {n}"), got
+    for r in (n - 3, n - 2):
+        got = key_now(page, "ArrowRight")
+        assert (got["tree"], got["cards"]) == (r, r), got
+    assert stage_shown(page) == "commit" and accepted_path_visible(page)
+    views_agree(page, n - 2)
+
+    # stages across round boundaries, quickly: the round and stage never go back
+    seq = [("ArrowUp", n - 2, "verify"), ("ArrowUp", n - 2, "build"), ("ArrowUp", n - 2, "draft"),
+           ("ArrowUp", n - 3, "commit"), ("ArrowUp", n - 3, "verify"), ("ArrowDown", n - 3, "commit"),
+           ("ArrowDown", n - 2, "draft"), ("ArrowDown", n - 2, "build")]
+    for key, r, stage in seq:
+        got = key_now(page, key)
+        assert (got["tree"], got["cards"], got["stage"]) == (r, r, stage), (key, got)
+    page.wait_for_function("() => document.body.dataset.fitted")
+    assert stage_shown(page) == "build" and not accepted_path_visible(page)
+    views_agree(page, n - 2)
+    assert key_now(page, "End")["tree"] == n and key_now(page, "Home")["tree"] == 1
+    views_agree(page, 1)
+
+    # another run inspected: its tree at once, its own rounds from its own cache
+    page.locator("#focus label", has_text="ddtree").click()
+    page.wait_for_function("() => document.querySelector('#tree .js-plotly-plot').layout.title.text.includes('ddtree')")
+    cache_ready(page, "ddtree")
+    m = int(page.get_attribute("#round input[type=number]", "max"))
+    got = key_now(page, "ArrowLeft")
+    assert got["tree"] == m - 1 and "ddtree" in got["title"] and got["cards"] == m - 1, got
+    views_agree(page, m - 1)
+
+    # another colouring (a full-page setting): the cache follows it
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.body.classList.contains('dt-lecture')")
+    page.locator("#colour-by label", has_text="marginal").click()
+    cache_ready(page, "ddtree", "marginal")
+    page.wait_for_function("() => document.querySelector('#tree .js-plotly-plot').layout.title.text.includes('colour: marginal')")
+    settled(page, lambda: page.click("#lecture-toggle"))
+    got = key_now(page, "ArrowLeft")
+    assert got["tree"] == m - 2 and "colour: marginal" in got["title"], got
+    views_agree(page, m - 2)
+    assert page.errors == [], page.errors
+
+    # a run stopped half-way: its rounds step like any other
+    page.keyboard.press("Escape")
+    set_number(page, "max-new", 400)
+    page.click("#run")
+    page.wait_for_function("() => document.querySelector('#status').innerText.startsWith('Decoding dominotree')")
+    page.click("#stop")
+    page.wait_for_selector("#status .dt-status-done", timeout=120_000)
+    cache_ready(page, page.evaluate("() => document.querySelector('#focus input:checked').value"), "marginal")
+    k = int(page.get_attribute("#round input[type=number]", "max"))
+    settled(page, lambda: page.click("#lecture-toggle"))
+    got = key_now(page, "ArrowLeft")
+    assert got["tree"] == k - 1 and got["cards"] == k - 1, got
+    views_agree(page, k - 1)
+    assert page.errors == [], page.errors

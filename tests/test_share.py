@@ -77,3 +77,34 @@ def test_lecture_bar_and_script_are_complete():
     assert "__" not in lecture_js() and "ArrowRight" in lecture_js()
     assert lv(2, 3) == ["dt-lv", "dt-lv-2", "dt-lv-3"]
     assert page_js("() => {a()}", "() => {b()}").count("})();") == 2
+
+
+def test_the_lecture_round_cache_is_the_server_s_tree_and_cards_and_escapes_tokens(tiny_decoder):
+    """Every round of the run inspected, as ``#tree`` and ``#captions`` would draw it, for the page's
+    round steps; hostile token text stays text (no element ends early, no markup gets through)."""
+    import html
+    import json
+    import re
+    from dominotree.config import DecodeConfig
+    from dominotree.view import figures
+    from dominotree.view.live import generate
+    from ui.lecture import NO_CACHE, round_cache
+    from ui.round_view import captions_html
+    traces = {m: generate(tiny_decoder, "Explain speculative decoding.", DecodeConfig(method=m, max_new_tokens=12))
+              for m in ("ar", "dominotree")}
+    trace = traces["dominotree"]
+    evil = '</textarea><script>alert("x")</script>&amp;'
+    trace.token_text = {k: evil for k in trace.token_text} or {str(t): evil for t in trace.token_ids}
+    out = round_cache(traces, "dominotree", "marginal")
+    m = re.fullmatch(r'<textarea class="dt-round-cache" hidden readonly>(.*)</textarea>', out, re.S)
+    assert m and not re.search(r"[<>&]", m.group(1))         # nothing in it is markup or a character reference
+    got = json.loads(html.unescape(m.group(1)))               # what the browser's textarea holds
+    assert (got["focus"], got["show"], got["n"]) == ("dominotree", "marginal", len(trace.rounds))
+    for rt, item in zip(trace.rounds, got["rounds"]):
+        fig = json.loads(figures.tree_figure(rt, trace.token_text, show="marginal").to_json())
+        assert fig["layout"].pop("template") == got["template"] and item["fig"] == fig
+        assert item["cap"] == captions_html(trace, rt) and "<script>" not in item["cap"]
+        assert "<script>" not in json.dumps(item["fig"])
+    other = round_cache(traces, "nope", "x")                   # unknown: the last run, conditional colouring
+    assert '"focus":"dominotree","show":"conditional"' in other
+    assert round_cache({}, None, "conditional") == NO_CACHE

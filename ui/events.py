@@ -13,7 +13,7 @@ from . import calibrate as calibrate_ui
 from .context import Context, status_html
 from .controls import auto_control, draft_vocab_control
 from .file_events import FileEvents
-from .lecture import step_round
+from .lecture import NO_CACHE, round_cache, step_round
 from .page_sync import PageSync
 from .rebuild_view import own_controls
 from .round_view import render_whatif
@@ -65,11 +65,19 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     # --- run / stop / load (model queue) ----------------------------------------------------
     save_args = dict(fn=shares.save, inputs=[traces_state], outputs=[c["share_link"]], api_visibility="private",
                      concurrency_id="share", concurrency_limit=2, show_progress="hidden")
+    # the lecture view's rounds (ui/lecture.py: round_cache): cleared when a run starts, sent when it
+    # ends, after a replay or an opened link, and when the run inspected or the colouring changes
+    cache_args = dict(fn=round_cache, inputs=[traces_state, c["focus"], c["show"]], outputs=[c["lecture_cache"]],
+                      api_visibility="private", concurrency_id="lecture-cache", concurrency_limit=1,
+                      show_progress="hidden")
+    c["run"].click(lambda: NO_CACHE, None, c["lecture_cache"], api_visibility="private", queue=False,
+                   show_progress="hidden")
     c["run"].click(runs.start_run, None, [c["run"], c["status"], *exports_out], api_visibility="private", queue=False) \
         .then(runs.run, run_inputs, run_out, api_name="run", concurrency_id=MODEL_QUEUE, concurrency_limit=1,
               show_progress="hidden", show_progress_on=c["run"]) \
         .then(lambda: gr.Button(interactive=True), None, c["run"], api_visibility="private", queue=False) \
-        .then(**save_args).then(**export_args).then(**own_args).then(**private_rebuild).then(**cost_args)
+        .then(**save_args).then(**cache_args).then(**export_args).then(**own_args).then(**private_rebuild) \
+        .then(**cost_args)
     c["stop"].click(runs.stop, None, c["status"], api_name="stop", concurrency_limit=None, show_progress="hidden")
 
     c["drawn"].click(sync.drawn, None, None, api_visibility="private", queue=False, show_progress="hidden")
@@ -97,7 +105,8 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["focus"].input(views.show_focus, [traces_state, c["focus"], c["show"]],
                      [*round_out, c["timing"], c["builder"], *quick_out],
                      api_visibility="undocumented", trigger_mode="always_last", concurrency_id="render",
-                     concurrency_limit=4, show_progress="hidden").then(**export_args)
+                     concurrency_limit=4, show_progress="hidden").then(**cache_args).then(**export_args)
+    c["show"].input(**cache_args, trigger_mode="always_last")
     c["play"].click(views.toggle_play, [playing, traces_state, c["focus"], c["round"], c["speed"]],
                     [c["timer"], c["play"], playing, c["round"]], api_visibility="private",
                     show_progress="hidden").then(**export_args)
@@ -108,7 +117,7 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     c["import_trace"].upload(files.import_traces, [c["import_trace"], c["show"]], [*everything, *exports_out],
                              api_name="import_trace", concurrency_id="render", concurrency_limit=4,
                              show_progress="hidden", show_progress_on=c["import_trace"]).then(**save_args) \
-        .then(**export_args) \
+        .then(**cache_args).then(**export_args) \
         .then(**own_args).then(**private_rebuild) \
         .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
 
@@ -127,6 +136,6 @@ def wire(backend: be.Backend, c: dict, demo: gr.Blocks) -> None:
     # a page opened from a share link shows its comparison (no model run); others are left alone
     demo.load(shares.open, [c["show"]], [*everything, *exports_out, c["share_link"], c["show"]],
               api_visibility="private", concurrency_id="render", concurrency_limit=4, show_progress="hidden") \
-        .then(**{**export_args, "fn": shares.exports}).then(**own_args).then(**private_rebuild) \
+        .then(**cache_args).then(**{**export_args, "fn": shares.exports}).then(**own_args).then(**private_rebuild) \
         .then(**{**cost_args, "api_name": None, "api_visibility": "private"})
     demo.unload(sync.unload)

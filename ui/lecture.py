@@ -3,7 +3,9 @@ switched on and off by ``#lecture-toggle`` beside the full page. The page's part
 into views by class (``lv``: ``dt-lv dt-lv-<n>``); which view shows, the stage of the round, the
 keys (rounds, stages, play, views) and fitting each view's figures to the screen all happen in the
 browser (``assets/lecture.js``, ``assets/lecture.css``), so a view change or a stage step needs no
-server; a round step is the page's own round event.
+server. A round step needs none either once the page holds the run's rounds (``round_cache``: every
+round's tree figure and stage cards, sent once after a run, a replay or an opened link, and again
+when the run inspected or the colouring changes); the other views follow the round lazily.
 
     with gr.Column(elem_classes=lv(2)): build_round_view()
 """
@@ -18,7 +20,7 @@ from dominotree.view import figures
 from dominotree.config import STAGES
 from dominotree.presets import ASSETS
 
-from .round_view import SHOWS, clamp_round, pick, render_round
+from .round_view import SHOWS, captions_html, clamp_round, pick, render_round
 
 # (number, tab label, what the view is for); key 0 is view 10
 VIEWS = (
@@ -34,6 +36,7 @@ VIEWS = (
     (10, "Share", "a link to this round, and the downloads"),
 )
 TREE_VIEW = 2
+NO_CACHE = '<textarea class="dt-round-cache" hidden readonly>null</textarea>'     # no run: round steps ask the server
 KEYS = (("←  →", "round"), ("↑  ↓", "stage"), ("Space", "play / pause"), ("1–9, 0 · PgUp PgDn", "view"))
 
 
@@ -57,12 +60,39 @@ def bar_html() -> str:
 
 
 def build_lecture_bar() -> dict:
-    """The bar, and a hidden control the script drives, ``lecture_round``: a round step redraws only
-    the round's stage cards and tree (``step_round``); once the steps pause, the script moves the
-    round slider itself and every other view catches up."""
+    """The bar, and two hidden parts the script uses: ``lecture_cache`` holds the run's rounds
+    (``round_cache``), from which a round step draws the stage cards and tree at once; without it
+    (before it arrives) a round step is ``lecture_round``, a server round trip for the same two
+    (``step_round``). Once the steps pause, the script moves the round slider itself and every
+    other view catches up."""
     return dict(lecture_bar=gr.HTML(bar_html(), elem_id="lecture-bar", show_label=False, padding=False),
                 lecture_round=gr.Number(1, precision=0, elem_id="lecture-round", elem_classes=["dt-offscreen"],
-                                        show_label=False))
+                                        show_label=False),
+                lecture_cache=gr.HTML(NO_CACHE, elem_id="lecture-cache", elem_classes=["dt-offscreen"],
+                                      show_label=False, padding=False))
+
+
+def round_cache(traces, focus, show) -> str:
+    """Every round of the run inspected as the server draws it for ``#tree`` (the Plotly figure,
+    under colouring ``show``) and ``#captions`` (the stage cards), for the page to step rounds
+    without a server round trip. JSON as the text of a hidden textarea (``<``, ``>`` and ``&``
+    written as JSON escapes, so no text in it ends the element or reads as a character
+    reference); the figures' shared template is sent once. Model tokens are escaped in the cards
+    and figures as everywhere."""
+    trace = pick(traces, focus)
+    if trace is None or not trace.rounds:
+        return NO_CACHE
+    show = show if show in SHOWS else "conditional"
+    template, rounds = None, []
+    for rt in trace.rounds:
+        fig = json.loads(figures.tree_figure(rt, trace.token_text, show=show).to_json())
+        template = fig.get("layout", {}).pop("template", template)
+        rounds.append({"fig": fig, "cap": captions_html(trace, rt)})
+    payload = {"focus": focus if focus in traces else list(traces)[-1], "show": show, "n": len(rounds),
+               "template": template, "rounds": rounds}
+    text = json.dumps(payload, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<textarea class="dt-round-cache" hidden readonly>{text}</textarea>'
 
 
 def step_round(traces, focus, k, show) -> list:
