@@ -81,6 +81,7 @@
 
   let settle = null;
   function follow() {                             // as if the slider had moved: every view follows the round
+    settle = null;
     const rg = $("#round input[type=range]");
     if (!rg) return;
     rg.value = String(round());
@@ -112,8 +113,9 @@
 
   function lectureStyle(gd, data, layout) {     // what a figure looks like in the lecture view
     const font = layout.font || (layout.font = {});
-    font.size = Math.round((font.size || 12) * 1.3);
-    for (const t of data) if (t.textfont) t.textfont = {...t.textfont, size: Math.round((t.textfont.size || 11) * 1.3)};
+    const scale = gd.closest("#cost-plot") ? 1 : 1.3;   // three panels in half a screen: their titles would collide
+    font.size = Math.round((font.size || 12) * scale);
+    for (const t of data) if (t.textfont) t.textfont = {...t.textfont, size: Math.round((t.textfont.size || 11) * scale)};
     if (gd._dtFit) layout.height = gd._dtFit;
     if (inTree(gd) && st.stage < LAST) {         // before the commit the class has not seen the walk
       for (const t of data) {
@@ -168,10 +170,9 @@
     if (st.on) lectureStyle(gd, data, layout);
     gd._dtMode = modeOf(gd);
     gd._dtSig = src.sig || "";
-    // Plotly refuses to resize a hidden figure (a closed accordion, a view switched away meanwhile)
-    return P._dtReact.call(P, gd, data, layout, src.config)
-      .then(() => (shown(gd) ? P.Plots.resize(gd) : null))
-      .catch(() => null);
+    // autosized: react sizes a figure on screen to its box (Plots.resize would relayout it again,
+    // after a 100 ms debounce); a hidden one is drawn again when its view shows
+    return P._dtReact.call(P, gd, data, layout, src.config).catch(() => null);
   }
 
   const viewPlots = () => [...document.querySelectorAll(".dt-lv .js-plotly-plot")].filter(shown);
@@ -248,8 +249,9 @@
     where();
     share();
   }
-  function setView(v) { st.view = ((v - 1 + N) % N) + 1; show(); schedule(); }
-  function setStage(s) { st.stage = s; show(); schedule(); }
+  // a view shows the round at once; stage steps (the tree view's own) let the other views wait
+  function setView(v) { if (settle) { clearTimeout(settle); follow(); } st.view = ((v - 1 + N) % N) + 1; show(); schedule(); }
+  function setStage(s) { if (settle) resettle(SETTLE_MS); st.stage = s; show(); schedule(); }
   function toggle(on) {
     st.on = on === undefined ? !st.on : on;
     if (st.on) st.view = hasRun() ? TREE_VIEW : 1;
@@ -259,9 +261,10 @@
     if (st.on) window.scrollTo(0, 0);
   }
   function stepStage(d) {                         // past the commit: the next round's draft, and back
+    if (!hasRun()) return;                        // no run: no rounds, no stages
     const s = st.stage + d, k = round() + (s > LAST ? 1 : s < 0 ? -1 : 0);
     if (k === round()) return setStage(s);
-    if (k < 1 || k > rounds() || !hasRun()) return;
+    if (k < 1 || k > rounds()) return;
     st.stage = s > LAST ? 0 : LAST;               // first: the round's tree is drawn for its stage once
     setRound(k);
     show();

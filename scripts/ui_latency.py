@@ -67,10 +67,11 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--steps", type=int, default=40, help="timed steps of each kind")
     ap.add_argument("--shots", default=None, help="also save a PNG of each lecture view into this folder")
+    ap.add_argument("--detail", action="store_true", help="print every timed step")
     a = ap.parse_args()
     import ui
     from playwright.sync_api import sync_playwright
-    from dominotree.view.comparison import machine
+    from dominotree.machine import describe as machine
     from dominotree.view.live import default_dtype
     from ui.backend import Backend, ModelChoice
     from ui.lecture import VIEWS, TREE_VIEW
@@ -98,6 +99,8 @@ def main() -> None:
             ms = page.evaluate(TIME_KEY, [key, kind, want])
             if ms < 0:
                 raise SystemExit(f"{kind} {key}: no answer within 20 s")
+            if a.detail:
+                print(f"  {kind:<6} {key:<10} -> {want!s:<8} {ms:7.1f} ms")
             return ms
 
         for v, _, _ in VIEWS:                        # warm-up: every view drawn once
@@ -128,6 +131,8 @@ def main() -> None:
             if i >= 2:
                 times["stage step"].append(ms)
         if a.shots:
+            page.evaluate("() => window.dtLecture.setStage(3)")     # the commit: the accepted path drawn
+            page.wait_for_timeout(1500)
             out = Path(a.shots)
             out.mkdir(parents=True, exist_ok=True)
             for v, name, _ in VIEWS:
