@@ -117,6 +117,12 @@
     font.size = Math.round((font.size || 12) * scale);
     for (const t of data) if (t.textfont) t.textfont = {...t.textfont, size: Math.round((t.textfont.size || 11) * scale)};
     if (gd._dtFit) layout.height = gd._dtFit;
+    const lg = layout.legend, m = layout.margin || {};
+    if (gd._dtFit && lg && lg.orientation === "h" && lg.y < 0 && lg.yref !== "container") {
+      // a legend under the plot sits a share of the plot's height below it: on a fitted (shorter)
+      // plot, at lecture sizes, it would cover the axis title; keep it 70 px down instead
+      layout.legend = {...lg, y: -70 / Math.max(60, gd._dtFit - (m.t ?? 80) - (m.b ?? 80))};
+    }
     if (inTree(gd) && st.stage < LAST) {         // before the commit the class has not seen the walk
       for (const t of data) {
         if (HIDDEN_BEFORE_COMMIT.includes(t.name)) t.visible = false;

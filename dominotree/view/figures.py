@@ -386,9 +386,7 @@ def _capture_note(trace: DecodeTrace) -> str:
     return f"<br><sup>CUDA graph: {_esc('; '.join(seen))}</sup>" if seen else ""
 
 
-# at the foot of the figure, not of the plot: a short figure (the lecture view fits them to the
-# screen) keeps its axis title clear of the legend
-_BOTTOM_LEGEND = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left")
+_BOTTOM_LEGEND = dict(orientation="h", y=-0.22, yanchor="top", x=0, xanchor="left")
 
 
 def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
