@@ -20,7 +20,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--preset", default=None, help="smollm2 (default), random-tiny, qwen3-4b, qwen3-8b")
     g.add_argument("--target", default=None, help="target folder (transformers causal LM)")
     g.add_argument("--drafter", action="append", default=None,
-                   help="drafter folder in the released format (repeat for a DFlash and a Domino drafter)")
+                   help="drafter folder in the released format (repeat for a DFlash and a Domino drafter); "
+                        "without --target they replace the preset's drafters")
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--weights", default=None, choices=["int4", "int4-q8", "bf16", "float32"],
@@ -85,13 +86,11 @@ def budget_arg(s: str):
 
 def load_pair_from_args(a):
     from .presets import load_pair
-    if a.target is None and a.drafter:
-        raise UserError("--drafter needs --target")
-    if a.target is not None:
-        if a.preset:
-            raise UserError("give either --preset or --target/--drafter, not both")
-        for path in [a.target, *(a.drafter or [])]:
-            if not Path(path).is_dir():
-                raise UserError(f"folder does not exist: {path}")
+    if a.target is not None and a.preset:
+        raise UserError("give either --preset or --target/--drafter, not both")
+    # --drafter alone: the preset's target and weights (the default preset's) with other drafters
+    for path in ([a.target] if a.target is not None else []) + list(a.drafter or []):
+        if not Path(path).is_dir():
+            raise UserError(f"folder does not exist: {path}")
     return load_pair(a.preset, a.target, a.drafter, dtype=a.dtype, device=a.device,
                      forward=getattr(a, "forward", "fast"), weights=getattr(a, "weights", None))

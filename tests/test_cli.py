@@ -109,3 +109,25 @@ def test_library_never_imports_gradio():
             "assert 'gradio' not in sys.modules, 'gradio imported'\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+
+
+def test_drafter_without_target_replaces_the_presets_drafters(tmp_path):
+    """--drafter alone keeps the preset's target and weights (the A/B of a trained pair against the
+    shipped one); a missing folder is a clear error before anything loads."""
+    import argparse
+    import shutil
+
+    from dominotree.pairargs import add_model_args, load_pair_from_args
+    from dominotree.presets import ensure_random_tiny
+    from dominotree.errors import UserError
+
+    paths = ensure_random_tiny()
+    other = tmp_path / "domino-copy"
+    shutil.copytree(paths["domino"], other)
+    ap = argparse.ArgumentParser()
+    add_model_args(ap)
+    pair = load_pair_from_args(ap.parse_args(["--preset", "random-tiny", "--drafter", str(other)]))
+    assert pair.paths["domino"] == str(other) and pair.paths["target"] == paths["target"]
+    assert pair.paths["dflash"] == paths["dflash"]
+    with pytest.raises(UserError, match="folder does not exist"):
+        load_pair_from_args(ap.parse_args(["--preset", "random-tiny", "--drafter", str(tmp_path / "nope")]))
