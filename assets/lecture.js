@@ -111,17 +111,38 @@
   const inTree = (gd) => !!gd.closest("#tree");
   const shown = (gd) => gd.offsetParent !== null;
 
+  const textWidth = (text, font) => {          // px of a line of text in the page's canvas
+    const ctx = (textWidth.ctx ||= document.createElement("canvas").getContext("2d"));
+    ctx.font = font;
+    return ctx.measureText(text).width;
+  };
+  function legendRows(gd, data, layout, size) {  // rows a horizontal legend wraps into at this width
+    const font = `${size}px ${layout.font?.family || "sans-serif"}`, m = layout.margin || {};
+    const room = (gd.clientWidth || 600) - (m.l ?? 80);
+    let rows = 1, x = 0;
+    for (const t of data) {
+      if (t.showlegend === false || !t.name) continue;
+      const w = textWidth(capText(t.name), font) + 50;   // the symbol, its gap and the item's gap
+      if (x && x + w > room) { rows++; x = 0; }
+      x += w;
+    }
+    return rows;
+  }
+
   function lectureStyle(gd, data, layout) {     // what a figure looks like in the lecture view
     const font = layout.font || (layout.font = {});
-    const scale = gd.closest("#cost-plot") ? 1 : 1.3;   // three panels in half a screen: their titles would collide
-    font.size = Math.round((font.size || 12) * scale);
-    for (const t of data) if (t.textfont) t.textfont = {...t.textfont, size: Math.round((t.textfont.size || 11) * scale)};
+    font.size = Math.round((font.size || 12) * 1.3);
+    for (const t of data) if (t.textfont) t.textfont = {...t.textfont, size: Math.round((t.textfont.size || 11) * 1.3)};
     if (gd._dtFit) layout.height = gd._dtFit;
-    const lg = layout.legend, m = layout.margin || {};
+    const lg = layout.legend, m = layout.margin || (layout.margin = {});
     if (gd._dtFit && lg && lg.orientation === "h" && lg.y < 0 && lg.yref !== "container") {
       // a legend under the plot sits a share of the plot's height below it: on a fitted (shorter)
-      // plot, at lecture sizes, it would cover the axis title; keep it 70 px down instead
-      layout.legend = {...lg, y: -70 / Math.max(60, gd._dtFit - (m.t ?? 80) - (m.b ?? 80))};
+      // plot, at lecture sizes, it would cover the axis title; keep it 70 px down (under the tick
+      // labels and the axis title), with a bottom margin that holds it (else autoexpand grows the
+      // margin, the plot shrinks and the legend, a share of it, climbs back onto the title)
+      const size = lg.font?.size || font.size;
+      m.b = Math.max(m.b ?? 80, 70 + legendRows(gd, data, layout, size) * Math.round(size * 1.5) + 12);
+      layout.legend = {...lg, y: -70 / Math.max(60, gd._dtFit - (m.t ?? 80) - m.b)};
     }
     if (inTree(gd) && st.stage < LAST) {         // before the commit the class has not seen the walk
       for (const t of data) {
@@ -189,9 +210,9 @@
     for (let e = el; e && e !== document.body; e = e.parentElement) {
       const r = e.getBoundingClientRect();
       let bottom = r.bottom;
-      for (let s = e.nextElementSibling; s; s = s.nextElementSibling) {
+      for (const s of e.parentElement ? e.parentElement.children : []) {   // a grid may place earlier ones below
         const q = s.getBoundingClientRect();
-        if (s.offsetParent === null || q.height === 0) continue;
+        if (s === e || s.offsetParent === null || q.height === 0) continue;
         if (q.top >= r.bottom - 1 && q.left < r.right - 1 && q.right > r.left + 1) bottom = Math.max(bottom, q.bottom);
       }
       below += bottom - r.bottom;
@@ -336,6 +357,9 @@
     if (tab) setView(parseInt(tab.dataset.view, 10));
   });
   window.addEventListener("resize", () => schedule());
+  // a part of a view that settles after its fit (a table laying out its columns, a card) changes
+  // the height its figures can have: fit again (a fit that changes nothing redraws nothing)
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => schedule()) : null;
   // the run inspected, the colouring, the slider moved by hand: the server's round is the page's again
   const leave = (e) => { if (e.isTrusted && e.target.closest?.("#focus, #colour-by, #round")) { st.want = 0; st.pending = false; } };
   document.addEventListener("input", leave, true);
@@ -365,6 +389,7 @@
       }
     }
     readCache();
+    if (resized) for (const el of document.querySelectorAll(".dt-lv")) if (!watched.has(el)) { watched.add(el); resized.observe(el); }
     const bar = $("#lecture-toggle");
     if (bar && !watched.has(bar)) { watched.add(bar); show(); }
     setTimeout(watch, Plotly() && Plotly()._dtHooked && bar && $("#captions") && $("#share-link") &&
