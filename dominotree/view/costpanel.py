@@ -115,7 +115,9 @@ def _x(v: float) -> str:
 
 
 def captions(panel: CostPanel) -> list[str]:
-    """Sentences a teacher can read aloud, plain text (the caller escapes them)."""
+    """Sentences a teacher can read aloud, plain text (the caller escapes them), in a fixed order: the
+    forward's cost, when a round pays, one per tree method, the projection (the lecture view's CSS,
+    ``assets/lecture.css``, keeps only the second and the last: the others repeat the figure and table)."""
     mc, pr = panel.machine, panel.projection
     out = [f"On {mc.label.removeprefix('this machine: ')}, verifying a tree costs more than one step: a forward of "
            f"4 rows costs {mc.steps(4):.1f} one-row forwards, 17 rows (the paper's budget 16 plus the root) "
