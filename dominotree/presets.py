@@ -20,7 +20,7 @@ import torch
 
 from .config import ConfigError
 from .errors import PresetError  # defined with every user error in errors.py; importable here
-from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
+from .models.checkpoint import Q8_MODULES, check_pair, load_drafter, read_config, save_drafter
 from .models.linear import onednn_products
 from .models.smollm2 import cache_root
 from .models.drafter import CheckpointError, Drafter, DrafterConfig
@@ -261,8 +261,8 @@ def load_pair(preset: str | None = None, target: str | None = None, drafters: li
                 from .models.quantcpu import Q8Linear, Q8Q8Linear, q8_products
                 blocks = Q8Q8Linear if tgt.weights == "int4-q8" else Q8Linear
                 products = lambda module: q8_products(module, blocks)   # noqa: E731
-            products(d.fc)
-            products(d.layers)
+            for top in Q8_MODULES:        # fc and layers (an 8-bit checkpoint stores these products' blocks)
+                products(getattr(d, top))
             pair.drafters[kind] = d
     return pair
 

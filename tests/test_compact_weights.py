@@ -80,16 +80,19 @@ def test_compact_refuses_bad_input(tmp_path):
 
 @pytest.mark.parametrize("kind", ["dflash", "domino"])
 def test_shipped_drafters_are_compact(kind):
+    """The shipped folder tracks one weights file, compact bf16 (``.bp``) or 8-bit (``.q8``,
+    tests/test_q8_weights.py), never the plain file; a local plain copy (git-ignored) must match."""
     folder = EMBEDDED_DRAFTER_DIRS[kind]
-    blob = folder / "model.safetensors.bp"
-    if not blob.is_file():
+    stored = [f for f in ("model.safetensors.bp", "model.safetensors.q8") if (folder / f).is_file()]
+    if not stored:
         pytest.skip("no shipped drafters")
     tracked = subprocess.run(["git", "ls-files", str(folder)], cwd=ROOT, capture_output=True, text=True).stdout
     if tracked:
-        assert "model.safetensors.bp" in tracked and "model.safetensors\n" not in tracked
-    plain = folder / "model.safetensors"                # a local plain copy (git-ignored) must match
-    if plain.is_file():
-        assert expand_bytes(blob.read_bytes()) == plain.read_bytes()
+        assert sum(f in tracked for f in ("model.safetensors.bp\n", "model.safetensors.q8\n")) == 1
+        assert "model.safetensors\n" not in tracked
+    plain = folder / "model.safetensors"
+    if plain.is_file() and stored[0].endswith(".bp"):
+        assert expand_bytes((folder / stored[0]).read_bytes()) == plain.read_bytes()
 
 
 def test_tracked_files_within_budget():

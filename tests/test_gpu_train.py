@@ -63,6 +63,9 @@ def test_plan_fits_every_run_under_the_limit():
     assert pl["part_bytes"] + pl["tree_bytes"] + staging.MARGIN <= staging.RUN_LIMIT
     assert pl["parts"] * pl["part_bytes"] >= GGUF_BYTES > (pl["parts"] - 1) * pl["part_bytes"]
     assert pl["parts"] == 6
+    # the tree with the drafters stored in 8 bits (41.8 MB): 4 runs; 3 need it under ~33.9 MB
+    assert staging.plan(GGUF_BYTES, tree=41_800_000, extra_last=120_475)["parts"] == 4
+    assert staging.plan(GGUF_BYTES, tree=33_900_000, extra_last=120_475)["parts"] == 3
     assert staging.plan(GGUF_BYTES, tree=30 * mib)["parts"] == 3
     with pytest.raises(staging.StagingError, match="trim the tree"):
         staging.plan(GGUF_BYTES, tree=63 * mib)
@@ -124,7 +127,8 @@ def test_split_to_fit_round_trip(tmp_path):
 
 
 def test_the_shipped_pair_comes_back_in_two_parts(tmp_path):
-    """The compact pair (33 MB) as one tar: two files under the 16 MiB limit."""
+    """The shipped pair (8-bit: 25.6 MB; compact bf16: 33.3 MB) as one tar: two files under the
+    16 MiB limit (the 8-bit Domino drafter alone is 16.8 MB, just over one file)."""
     import tarfile
     from dominotree.train.gpu_run import SHIPPED
     tar = tmp_path / "pair.tar"
@@ -222,7 +226,9 @@ def test_dry_run(tmp_path):
     dest = tmp_path / "pair"
     assert gpu_run.main(["unpack", "--fetched", str(out), "--dest", str(dest), "--work", str(work),
                          "--out", str(tmp_path / "unused")]) == 0
+    assert s["pack"]["store"] == "q8"
     for k in ("dflash", "domino"):
+        assert (dest / f"smollm2-{k}-b8" / "model.safetensors.q8").is_file()     # the 8-bit form
         load_drafter(dest / f"smollm2-{k}-b8")
     (out / "pair.tar.part-00").write_bytes(b"x")
     with pytest.raises(SystemExit, match="differs from the manifest|bad"):

@@ -6,7 +6,8 @@ time limit and rewrites the summary after each, so a timeout loses only the step
     target   the GGUF converted to the float32 folder (``models.smollm2``); --dry-run: random-tiny
     data     the plan answered by the target in big static batches (``gpudata``)
     train    both block-8 drafters on that data (``trainer``, --device), soft labels on the fly
-    pack     the trained pair (compact form) as a tar cut into parts that come back from $OUT
+    pack     the trained pair (--store q8: 8-bit blocks + bf16, the default; bf16: compact) as a tar
+             cut into parts that come back from $OUT
     unpack   here, after a run: join the fetched parts, check them, unpack the pair
     rehearse the --dry-run: stage (real sizes), target, data, train, pack in one CPU process
 
@@ -132,13 +133,17 @@ def cmd_pack(a) -> dict:
     kinds = sorted(p.name for p in pair.iterdir()) if pair.is_dir() else []
     if len(kinds) != 2:
         raise SystemExit(f"error: {pair} holds {kinds}, not the trained pair: did the train step save?")
+    if a.store == "q8":             # the products the CPU runs as 8-bit blocks, as those blocks
+        from dominotree.models.checkpoint import q8_folder
+        for k in kinds:
+            q8_folder(pair / k)
     tar = a.work / PAIR
     with tarfile.open(tar, "w") as tf:
         for k in kinds:
             tf.add(pair / k, arcname=k)
     man = outlimits.split_to_fit(tar, a.out, PAIR)
     tar.unlink()
-    return {"manifest": man, "folders": kinds}
+    return {"manifest": man, "folders": kinds, "store": a.store}
 
 
 def cmd_unpack(a) -> dict:
@@ -237,6 +242,8 @@ def parse_args(argv):
     ap.add_argument("--n-eval", type=int, default=256)
     ap.add_argument("--feat-cache-gb", type=float, default=40.0)
     ap.add_argument("--threads", default="8")
+    ap.add_argument("--store", choices=("q8", "bf16"), default="q8",
+                    help="pack: the pair as 8-bit blocks + bf16 (model.safetensors.q8) or compact bf16")
     ap.add_argument("--fetched", type=Path, default=None, help="unpack: the folder the run's files came back to")
     ap.add_argument("--smoke-device", default="cpu",
                     help="rehearse on this device (cuda: random-tiny through the CUDA generator and trainer, no stage)")

