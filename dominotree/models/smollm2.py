@@ -87,12 +87,9 @@ def smollm2_dir() -> Path:
     return cache_root() / FOLDER_NAME
 
 
-def _sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+def _sha256(path: Path) -> str:
     with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _file_sizes(folder: Path) -> dict[str, int]:

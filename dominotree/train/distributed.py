@@ -251,7 +251,7 @@ class DistillWorker:
 
         from dominotree.train.batchgen import Request, SlotGenerator
         from dominotree.train.selfdistill import opening_request, record
-        from dominotree.train.selfprompt import clean_request
+        from dominotree.train.selfprompt import written_job
         a, chat, tok = self.a, self.chat, self.tok
         todo = deque(self.plan.job(j) for j in jobs)
         recs, stats = [], Counter()
@@ -274,13 +274,9 @@ class DistillWorker:
         for req, out, trunc in SlotGenerator(self.model, a.slots, self.end_ids).run(pending, refill):
             job, stage, ids = req.key
             if stage == "write":
-                text = tok.decode(out[:-1] if not trunc else out)
-                request = None if trunc else clean_request(job.opener, text)
-                if request is None or self.plan.evals.find(request) is not None:
-                    stats["self rejected"] += 1
-                    continue
-                job = type(job)(**{**job.__dict__, "request": request})
-                pending.append(answer(job, chat.first(request), "answer1"))
+                job = written_job(job, tok, out, trunc, self.plan.evals, stats)
+                if job is not None:
+                    pending.append(answer(job, chat.first(job.request), "answer1"))
             elif job.kind == "multiturn" and stage == "answer1":
                 if f"{job.id}:1" not in done:
                     recs.append(record(f"{job.id}:1", job, ids, out, trunc, job.request))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dominotree.train.loops import loop_flags
 from dominotree.train.selfdistill import END_TOKENS, Chat, record, write_shard
-from dominotree.train.selfprompt import clean_request, opener_ids
+from dominotree.train.selfprompt import opener_ids, written_job
 
 WRITE_TOKENS = 80
 
@@ -92,16 +92,9 @@ def generate_data(gen, tok, plan, out: Path, batch: int, max_new: int, budget_s:
         if len(writes) >= batch or (writes and not answers):
             items = [writes.popleft() for _ in range(min(batch, len(writes)))]
             for (job, ids), (text_ids, trunc) in zip(items, run(items, WRITE_TOKENS, lambda it: 1.0)):
-                text = tok.decode(text_ids[:-1] if not trunc else text_ids)
-                request = None if trunc else clean_request(job.opener, text)
-                if request is not None and plan.evals.find(request) is not None:
-                    stats["self rejected: overlaps eval"] += 1
-                    request = None
-                if request is None:
-                    stats["self rejected"] += 1
-                    continue
-                job = type(job)(**{**job.__dict__, "request": request})
-                add_answer(job, "answer1", chat.first(request))
+                job = written_job(job, tok, text_ids, trunc, plan.evals, stats)
+                if job is not None:
+                    add_answer(job, "answer1", chat.first(job.request))
             continue
         if not answers:
             break

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from dominotree.models.smollm2 import ensure_smollm2
     from dominotree.train.batchgen import Request, SlotGenerator
     from dominotree.train.jobs import Plan
-    from dominotree.train.selfprompt import clean_request
+    from dominotree.train.selfprompt import written_job
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -233,16 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     for req, out, trunc in gen.run(pending, refill):
         job, stage, ids = req.key
         if stage == "write":
-            text = tok.decode(out[:-1] if not trunc else out)
-            request = None if trunc else clean_request(job.opener, text)
-            if request is not None and evals.find(request) is not None:
-                stats["self rejected: overlaps eval"] += 1
-                request = None
-            if request is None:
-                stats["self rejected"] += 1
-                continue
-            job = type(job)(**{**job.__dict__, "request": request})
-            pending.append(answer_req(job, chat.first(request), "answer1"))
+            job = written_job(job, tok, out, trunc, evals, stats)
+            if job is not None:
+                pending.append(answer_req(job, chat.first(job.request), "answer1"))
             continue
         if job.kind == "multiturn" and stage == "answer1":
             # the first answer is an example of its own (a one-turn chat), and the context of the second

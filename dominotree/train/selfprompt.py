@@ -25,6 +25,22 @@ def opener_ids(tok, opener: str) -> list[int]:
     return tok(head + opener, add_special_tokens=False)["input_ids"]
 
 
+def written_job(job, tok, out, trunc: bool, evals, stats):
+    """The job with the request the target wrote for it (``out``: the writing's token ids, the
+    last one its end unless ``trunc``), or None when the writing is rejected: degenerate
+    (``clean_request``) or sharing an 8-word n-gram with an evaluation prompt (``evals.find``).
+    Rejections are counted in ``stats``."""
+    text = tok.decode(out[:-1] if not trunc else out)
+    request = None if trunc else clean_request(job.opener, text)
+    if request is not None and evals.find(request) is not None:
+        stats["self rejected: overlaps eval"] += 1
+        request = None
+    if request is None:
+        stats["self rejected"] += 1
+        return None
+    return type(job)(**{**job.__dict__, "request": request})
+
+
 def clean_request(opener: str, continuation: str) -> str | None:
     """The request text, or None when it is degenerate: too short or long, mostly symbols,
     repetitive, or talking as the assistant rather than asking."""

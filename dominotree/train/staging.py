@@ -45,12 +45,9 @@ class StagingError(Exception):
     """A part is missing, has the wrong size or sha256, or the plan cannot work."""
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+def sha256_file(path: Path) -> str:
     with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def tree_bytes(root: Path) -> int:
