@@ -367,23 +367,22 @@ def main(argv: list[str] | None = None, dist=None) -> int:
             break
     if share_done:                     # the schedule goes on in a later run: no held-out pass, no summary
         save(step, "share")
-        if old_handler is not None:
-            signal.signal(signal.SIGTERM, old_handler)
-        return 0
-    if last_eval_step != step:
-        res = run_eval(step)
-    save(step, "final")
-    total = time.perf_counter() - t_start
-    summary = {"steps": step, "epochs": epoch, "wall_s": round(total, 1), "train_s": round(time.perf_counter() - t0, 1),
-               "loss_dflash_ema": round(ema.get("dflash", float("nan")), 4),
-               "loss_domino_ema": round(ema.get("domino", float("nan")), 4), **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()}}
-    log("done: " + json.dumps(summary))
-    if a.summary_md is not None:
-        write_summary(a.summary_md, summary, cmd, a, cfg_d, cfg_m, mb)
+    else:
+        if last_eval_step != step:
+            res = run_eval(step)
+        save(step, "final")
+        total = time.perf_counter() - t_start
+        summary = {"steps": step, "epochs": epoch, "wall_s": round(total, 1),
+                   "train_s": round(time.perf_counter() - t0, 1),
+                   "loss_dflash_ema": round(ema.get("dflash", float("nan")), 4),
+                   "loss_domino_ema": round(ema.get("domino", float("nan")), 4),
+                   **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()}}
+        log("done: " + json.dumps(summary))
+        if a.summary_md is not None:
+            write_summary(a.summary_md, summary, cmd, a, cfg_d, cfg_m, mb)
     if old_handler is not None:
         signal.signal(signal.SIGTERM, old_handler)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
