@@ -50,6 +50,23 @@ def test_products_are_the_integer_dot_products_of_the_blocks(n):
         assert (got.double() - ref).abs().max() <= 1e-5 * ref.abs().max(), type(lin).__name__
 
 
+def test_activation_blocks_are_the_rounded_codes_exactly():
+    """Each row's 8-bit blocks are exactly d = max|x| / 127, q = round(x / d) with ties to even
+    (read back through an identity Q8_0 weight with scale 1: output i is float(q_i) * d), for every
+    row count and instruction set; exact ties included."""
+    k = 96
+    eye = quantcpu.Q8Q8Linear(torch.eye(k, dtype=torch.int8), torch.ones(k, k // GROUP))
+    x = torch.randn(21, k, generator=torch.Generator().manual_seed(3)) * 3
+    x[0, :GROUP] = torch.tensor([127.0, -0.5, 0.5, 1.5, 2.5, -2.5, -3.5] + [0.25 * i for i in range(25)])  # d = 1: ties
+    x[1, GROUP:2 * GROUP] = 0.0                                                                         # d = 0
+    q, d = _q8_rows(x)
+    want = (q * d[..., None]).view(x.shape)
+    for isa in range(quantcpu.best_isa() + 1):
+        for m in (1, 2, 5, 21):
+            assert torch.equal(eye(x[:m], isa=isa), want[:m]), (isa, m)
+    assert torch.equal(q[0, 0, :7], torch.tensor([127.0, -0.0, 0.0, 2.0, 2.0, -2.0, -4.0]))
+
+
 def test_close_to_the_float_activations_product():
     """8-bit activation blocks: within about 1 % of the float32-activation product (llama.cpp's trade)."""
     x = torch.randn(9, 192)
@@ -263,6 +280,27 @@ def test_attention_row_is_the_one_row_step_bit_for_bit():
         assert torch.equal(att(q, kv, start, mask, False)[5], tree_row)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hd", [64, 128])
+def test_attention_fast_path_is_the_one_key_chain_bit_for_bit(dtype, hd):
+    """The fast path (eight keys' scores at a time, 64 outputs of the value sum held in registers;
+    head sizes that are multiples of 64) gives every row the bits of the plain chain that takes one
+    key at a time (``attention_reference``), for every mask kind and key count."""
+    att, ref = torch.ops.dominotree_attn.attention, torch.ops.dominotree_attn.attention_reference
+    for n, start in [(1, 0), (1, 7), (3, 13), (9, 41), (17, 256)]:
+        q, kv = _qkv(nh=9, nkv=3, hd=hd, cap=start + n + 3, n=n, start=start, seed=n + start)
+        q, kv = q.to(dtype), kv.to(dtype)
+        L = start + n
+        vis = torch.rand(n, L, generator=torch.Generator().manual_seed(L)) > 0.3
+        vis[:, 0] = True
+        additive = torch.zeros(1, 1, n, L).masked_fill_(~vis, torch.finfo(torch.float32).min)
+        additive[0, 0, :, L - 1] = 0.25               # a finite mask value is added to the score
+        for mask, causal in [(None, True), (None, False), (vis[None, None], False), (additive, False)]:
+            got = att(q, kv, start, mask, causal)
+            assert torch.equal(got, ref(q, kv, start, mask, causal)), (n, start, causal, mask is None)
+            assert torch.isfinite(got.float()).all()
 
 
 def test_q8_products_route_a_linear_through_the_8_bit_activation_kernel():

@@ -47,7 +47,25 @@ inline float dot(const T* a, const T* b, int64_t n) {
   return s;
 }
 
+// dot() of q with 8 keys at once: the same chain for each key (8 lanes of fma over q's length, a
+// multiple of 8, then ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7))), 8 chains interleaved and
+// the lane sums of all 8 taken by three rounds of hadd (each an IEEE sum of the same two lanes)
 template <class T>
+inline __m256 dot8(const T* q, const T* const* k, int64_t n) {
+  __m256 a[8];
+  for (int j = 0; j < 8; ++j) a[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 qv = load8(q + i);
+    for (int j = 0; j < 8; ++j) a[j] = _mm256_fmadd_ps(qv, load8(k[j] + i), a[j]);
+  }
+  // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, x6+x7, y4+y5, y6+y7]
+  const __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  // g: [(v0+v1)+(v2+v3) of keys 0..3 | (v4+v5)+(v6+v7) of keys 0..3]; the two halves added
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+template <class T, bool BATCHED>
 void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::Tensor& m, bool causal, at::Tensor& out) {
   const int64_t nh = q.size(0), n = q.size(1), hd = q.size(2), nkv = kv.size(1), L = start + n;
   const bool is_bool = m.defined() && m.scalar_type() == at::kBool;
@@ -70,18 +88,35 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
       int64_t cnt = 0;
       float mx = -std::numeric_limits<float>::infinity();
       const int64_t last = causal ? start + i : L - 1;
-      for (int64_t j = 0; j <= last; ++j) {
-        float add = 0.0f;
-        if (mb != nullptr && !mb[i * L + j]) continue;
-        if (mf != nullptr) {
-          add = mf[i * L + j];
-          if (!(add > HIDDEN)) continue;            // finfo.min of float32 or bf16, -inf (and NaN): hidden
+      if (BATCHED) {                                  // the visible keys first, then their scores 8 at a time
+        for (int64_t j = 0; j <= last; ++j) {
+          if (mb != nullptr && !mb[i * L + j]) continue;
+          if (mf != nullptr && !(mf[i * L + j] > HIDDEN)) continue;
+          idx[cnt++] = j;
         }
-        float sc = dot(qv, keys + j * hd, hd) * scale;
-        if (mf != nullptr) sc = sc + add;
-        s[cnt] = sc;
-        idx[cnt++] = j;
-        mx = std::max(mx, sc);
+        const T* k8[8];
+        for (int64_t c = 0; c < cnt; c += 8) {
+          for (int j = 0; j < 8; ++j) k8[j] = keys + idx[std::min(c + j, cnt - 1)] * hd;
+          _mm256_storeu_ps(s.data() + c, _mm256_mul_ps(dot8(qv, k8, hd), _mm256_set1_ps(scale)));
+        }
+        for (int64_t c = 0; c < cnt; ++c) {
+          if (mf != nullptr) s[c] = s[c] + mf[i * L + idx[c]];
+          mx = std::max(mx, s[c]);
+        }
+      } else {
+        for (int64_t j = 0; j <= last; ++j) {
+          float add = 0.0f;
+          if (mb != nullptr && !mb[i * L + j]) continue;
+          if (mf != nullptr) {
+            add = mf[i * L + j];
+            if (!(add > HIDDEN)) continue;            // finfo.min of float32 or bf16, -inf (and NaN): hidden
+          }
+          float sc = dot(qv, keys + j * hd, hd) * scale;
+          if (mf != nullptr) sc = sc + add;
+          s[cnt] = sc;
+          idx[cnt++] = j;
+          mx = std::max(mx, sc);
+        }
       }
       for (int64_t c = cnt; c < cnt + 8; ++c) s[c] = mx;   // a padded tail: exp8 is elementwise
       const __m256 vm = _mm256_set1_ps(mx);
@@ -89,6 +124,19 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
         _mm256_storeu_ps(s.data() + c, dominotree_exp8(_mm256_sub_ps(_mm256_loadu_ps(s.data() + c), vm)));
       float sum = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
+      if (BATCHED) {                                  // the same chains, 64 outputs at a time in registers
+        for (int64_t c = 0; c < cnt; ++c) sum += s[c];
+        for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+          __m256 a[8];
+          for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
+          for (int64_t c = 0; c < cnt; ++c) {
+            const __m256 pv = _mm256_set1_ps(s[c]);
+            const T* v = values + idx[c] * hd + d0;
+            for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(pv, load8(v + 8 * r), a[r]);
+          }
+          for (int r = 0; r < 8; ++r) _mm256_storeu_ps(acc.data() + d0 + 8 * r, a[r]);
+        }
+      } else
       for (int64_t c = 0; c < cnt; ++c) {
         const float p = s[c];
         sum += p;
@@ -112,8 +160,9 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
 // mask: none (every key visible, or with causal row i sees keys <= start + i), or n x (start + n)
 // values (any leading dims of size 1): bool (true: visible) or float, added to the score, finfo.min
 // or -inf: hidden. Returns [n, nh * hd] in q's dtype.
-at::Tensor dominotree_attention(const at::Tensor& q, const at::Tensor& kv, int64_t start,
-                                const c10::optional<at::Tensor>& mask, bool causal) {
+namespace {
+at::Tensor attention(const at::Tensor& q, const at::Tensor& kv, int64_t start, const c10::optional<at::Tensor>& mask,
+                     bool causal, bool reference) {
   TORCH_CHECK(q.device().is_cpu() && (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16) &&
               q.dim() == 3 && q.is_contiguous(), "q must be a contiguous float32 or bf16 [heads, n, head_dim] CPU tensor");
   TORCH_CHECK(kv.scalar_type() == q.scalar_type() && kv.dim() == 4 && kv.size(0) == 2 && kv.stride(3) == 1 &&
@@ -128,15 +177,33 @@ at::Tensor dominotree_attention(const at::Tensor& q, const at::Tensor& kv, int64
     if (m.scalar_type() != at::kBool) m = m.to(at::kFloat);   // 0 / finfo.min of any float dtype
   }
   at::Tensor out = at::empty({n, nh * hd}, q.options());
-  if (q.scalar_type() == at::kFloat) attend<float>(q, kv, start, m, causal, out);
-  else attend<at::BFloat16>(q, kv, start, m, causal, out);
+  const bool batched = !reference && hd % 64 == 0;
+  if (q.scalar_type() == at::kFloat)
+    batched ? attend<float, true>(q, kv, start, m, causal, out) : attend<float, false>(q, kv, start, m, causal, out);
+  else
+    batched ? attend<at::BFloat16, true>(q, kv, start, m, causal, out)
+            : attend<at::BFloat16, false>(q, kv, start, m, causal, out);
   return out;
+}
+}  // namespace
+
+at::Tensor dominotree_attention(const at::Tensor& q, const at::Tensor& kv, int64_t start,
+                                const c10::optional<at::Tensor>& mask, bool causal) {
+  return attention(q, kv, start, mask, causal, false);
+}
+
+// one key at a time (the chains written out plainly): the tests' reference for the batched path
+at::Tensor attention_reference(const at::Tensor& q, const at::Tensor& kv, int64_t start,
+                               const c10::optional<at::Tensor>& mask, bool causal) {
+  return attention(q, kv, start, mask, causal, true);
 }
 
 TORCH_LIBRARY(dominotree_attn, m) {
   m.def("attention(Tensor q, Tensor kv, int start, Tensor? mask, bool causal) -> Tensor");
+  m.def("attention_reference(Tensor q, Tensor kv, int start, Tensor? mask, bool causal) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(dominotree_attn, CPU, m) {
   m.impl("attention", &dominotree_attention);
+  m.impl("attention_reference", &attention_reference);
 }

@@ -49,21 +49,35 @@ inline int32_t load4(const int8_t* p) {
   return v;
 }
 
-// x [M, K] float32 -> 8-bit blocks (Act's layout); every value of a row from that row alone
+// x [M, K] float32 -> 8-bit blocks (Act's layout); every value of a row from that row alone.
+// 8 lanes at a time: max|x| is exact in any order, x * (1 / d) is the same IEEE product, vroundps
+// rounds to nearest even as nearbyint does, and the codes' sum is exact integer arithmetic.
 void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* q, float* d, float* s, int32_t* sums) {
   const int64_t nb = K / GROUP;
+  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   for (int64_t r = 0; r < M; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       const float* v = x + r * K + b * GROUP;
-      float amax = 0.0f;
-      for (int i = 0; i < GROUP; ++i) amax = std::max(amax, std::fabs(v[i]));
+      __m256 xv[4];
+      for (int k = 0; k < 4; ++k) xv[k] = _mm256_loadu_ps(v + 8 * k);
+      const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, xv[0]), _mm256_andnot_ps(sign, xv[1])),
+                                     _mm256_max_ps(_mm256_andnot_ps(sign, xv[2]), _mm256_andnot_ps(sign, xv[3])));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
       const float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
-      int32_t sum = 0;
-      for (int i = 0; i < GROUP; ++i) {
-        const int32_t c = std::min(127, std::max(-127, static_cast<int32_t>(std::nearbyint(v[i] * id))));
-        q[((b * 4 + i / 8) * M + r) * 8 + i % 8] = static_cast<int8_t>(c);
-        sum += c;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i total = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        const __m256 t = _mm256_round_ps(_mm256_mul_ps(xv[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i c = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(t, lo), hi));
+        total = _mm256_add_epi32(total, c);
+        const __m128i c16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + ((b * 4 + k) * M + r) * 8), _mm_packs_epi16(c16, c16));
       }
+      __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+      t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4E));
+      const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xB1)));
       d[b * M + r] = dd;
       s[b * M + r] = dd * static_cast<float>(sum);
       sums[b * M + r] = sum;
