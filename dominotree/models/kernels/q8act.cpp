@@ -116,53 +116,82 @@ void tile_scalar(const Tile<Q4>& t, const Act& a, int64_t r0, int rows, float* y
 }
 
 // --- AVX2: two halves of 8 lanes, vpmaddubsw + vpmaddwd --------------------------------------
-template <bool Q4, int RT>
-NOINLINE void tile_avx2(const Tile<Q4>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0, int64_t valid) {
+// Q8_0: signed codes; vpmaddubsw takes |q| and moves q's sign onto x (pairs <= 32512, so each goes
+// to int32 at once)
+template <int RT>
+NOINLINE void tile_avx2_q8(const Tile<false>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0,
+                           int64_t valid) {
   __m256 acc[RT][2];
   for (int r = 0; r < RT; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80)),
-                ones = _mm256_set1_epi16(1);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < a.nb; ++b) {
     __m256i isum[RT][2];
     for (int r = 0; r < RT; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
-    const uint8_t* c = t.codes + b * Tile<Q4>::CODE_BYTES;
+    const uint8_t* c = t.codes + b * Tile<false>::CODE_BYTES;
     for (int p = 0; p < 4; ++p)
       for (int h = 0; h < 2; ++h) {
-        __m256i w0, w1;
-        if constexpr (Q4) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + p * 64 + 32 * h));
-          w0 = _mm256_and_si256(v, low);
-          w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        } else {   // signed codes; vpmaddubsw takes |q| and moves q's sign onto x (pairs <= 32512)
-          w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 2 * p * 64 + 32 * h)), bias);
-          w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (2 * p + 1) * 64 + 32 * h)), bias);
-        }
+        const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 2 * p * 64 + 32 * h)), bias);
+        const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (2 * p + 1) * 64 + 32 * h)), bias);
         const int8_t* x0 = a.part(b, p, r0);
         for (int r = 0; r < RT; ++r) {
           const __m256i x_lo = _mm256_set1_epi32(load4(x0 + 8 * r)), x_hi = _mm256_set1_epi32(load4(x0 + 8 * r + 4));
-          if constexpr (Q4) {   // |sum of four u4 * s8 products| <= 7620: no int16 saturation
-            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x_lo), _mm256_maddubs_epi16(w1, x_hi));
-            isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(s16, ones));
-          } else {
-            const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x_lo, w0));
-            const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x_hi, w1));
-            isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
-          }
+          const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x_lo, w0));
+          const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x_hi, w1));
+          isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
         }
       }
-    const auto* dm = t.dm + b * Tile<Q4>::SCALES * LANES;
+    const float* dm = t.dm + b * LANES;
     for (int r = 0; r < RT; ++r) {
-      const __m256 da = _mm256_set1_ps(a.d[b * a.M + r0 + r]), sa = _mm256_set1_ps(a.s[b * a.M + r0 + r]);
-      for (int h = 0; h < 2; ++h) {
+      const __m256 da = _mm256_set1_ps(a.d[b * a.M + r0 + r]);
+      for (int h = 0; h < 2; ++h)
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(load_scales8(dm + 8 * h), da), acc[r][h]);
-        if constexpr (Q4) acc[r][h] = _mm256_fmadd_ps(load_scales8(dm + LANES + 8 * h), sa, acc[r][h]);
-      }
     }
   }
   alignas(64) float out[RT * LANES];
   for (int r = 0; r < RT; ++r)
     for (int h = 0; h < 2; ++h) _mm256_store_ps(out + r * LANES + 8 * h, acc[r][h]);
   store_rows(out, RT, y, N, r0, n0, valid);
+}
+
+// Q4_1 on AVX2 for up to 4 rows a pass: each 4-bit weight register unpacked once for all of them,
+// the block's sums kept in int16 lanes (each lane adds 8 pairs of u4 * s8 products of one output:
+// |sum| <= 8 * 2 * 15 * 127 = 30480, no overflow) and widened by one vpmaddwd per row and half;
+// the float chain the scalar one, its accumulators in memory (touched once per block) so that the
+// 8 int16 sums, 2 weight and 2 activation registers stay in registers.
+template <int RT>
+NOINLINE void tile_avx2_q4(const Tile<true>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0,
+                           int64_t valid) {
+  alignas(32) float acc[RT][LANES] = {};
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    __m256i s16[RT][2];
+    for (int r = 0; r < RT; ++r) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+    const uint8_t* c = t.codes + b * Tile<true>::CODE_BYTES;
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; ++p) {       // not unrolled: hoisting every row's activations spills
+      const int8_t* x0 = a.part(b, p, r0);
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + p * 64)),
+                    v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + p * 64 + 32));
+      const __m256i w00 = _mm256_and_si256(v0, low), w01 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low),
+                    w10 = _mm256_and_si256(v1, low), w11 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+      for (int r = 0; r < RT; ++r) {
+        const __m256i x_lo = _mm256_set1_epi32(load4(x0 + 8 * r)), x_hi = _mm256_set1_epi32(load4(x0 + 8 * r + 4));
+        s16[r][0] = _mm256_add_epi16(s16[r][0], _mm256_add_epi16(_mm256_maddubs_epi16(w00, x_lo), _mm256_maddubs_epi16(w01, x_hi)));
+        s16[r][1] = _mm256_add_epi16(s16[r][1], _mm256_add_epi16(_mm256_maddubs_epi16(w10, x_lo), _mm256_maddubs_epi16(w11, x_hi)));
+      }
+    }
+    const at::Half* dm = t.dm + b * Tile<true>::SCALES * LANES;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = load_scales8(dm + 8 * h), m = load_scales8(dm + LANES + 8 * h);
+      for (int r = 0; r < RT; ++r) {
+        const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[r][h], ones));
+        __m256 v = _mm256_fmadd_ps(isum, _mm256_mul_ps(d, _mm256_set1_ps(a.d[b * a.M + r0 + r])),
+                                   _mm256_load_ps(acc[r] + 8 * h));
+        _mm256_store_ps(acc[r] + 8 * h, _mm256_fmadd_ps(m, _mm256_set1_ps(a.s[b * a.M + r0 + r]), v));
+      }
+    }
+  }
+  store_rows(&acc[0][0], RT, y, N, r0, n0, valid);
 }
 
 // --- AVX-512 VNNI: 16 lanes, one vpdpbusd per 4-weight group ------------------------------------
@@ -242,7 +271,7 @@ int64_t set_amx(int64_t min_rows) {
 int64_t amx_state() { return amx_support(); }
 int64_t get_amx_min_rows() { return amx_min_rows.load(); }
 
-// rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 2 (AVX2) rows
+// rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 4 (AVX2, Q4_1) / 2 (AVX2, Q8_0) rows
 template <bool Q4>
 void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t rows, float* y, int64_t N,
                int64_t n0, int64_t valid) {
@@ -259,8 +288,18 @@ void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t
       default: break;
     }
   } else if (isa == AVX2) {
-    for (; rows >= 2; rows -= 2, r0 += 2) tile_avx2<Q4, 2>(t, a, r0, y, N, n0, valid);
-    if (rows == 1) tile_avx2<Q4, 1>(t, a, r0, y, N, n0, valid);
+    if constexpr (Q4) {
+      for (; rows >= 4; rows -= 4, r0 += 4) tile_avx2_q4<4>(t, a, r0, y, N, n0, valid);
+      switch (rows) {
+        case 3: tile_avx2_q4<3>(t, a, r0, y, N, n0, valid); break;
+        case 2: tile_avx2_q4<2>(t, a, r0, y, N, n0, valid); break;
+        case 1: tile_avx2_q4<1>(t, a, r0, y, N, n0, valid); break;
+        default: break;
+      }
+    } else {
+      for (; rows >= 2; rows -= 2, r0 += 2) tile_avx2_q8<2>(t, a, r0, y, N, n0, valid);
+      if (rows == 1) tile_avx2_q8<1>(t, a, r0, y, N, n0, valid);
+    }
   } else {
     tile_scalar<Q4>(t, a, r0, static_cast<int>(rows), y, N, n0, valid);
   }
