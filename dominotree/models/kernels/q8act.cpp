@@ -116,41 +116,42 @@ void tile_scalar(const Tile<Q4>& t, const Act& a, int64_t r0, int rows, float* y
 }
 
 // --- AVX2: two halves of 8 lanes, vpmaddubsw + vpmaddwd --------------------------------------
-// Q8_0: signed codes; vpmaddubsw takes |q| and moves q's sign onto x (pairs <= 32512, so each goes
-// to int32 at once)
+// Q8_0, up to 4 rows a pass: signed codes; vpmaddubsw takes |q| and moves q's sign onto x (pairs
+// <= 32512, so each goes to int32 at once); the float accumulators in memory, as for Q4_1 below
 template <int RT>
 NOINLINE void tile_avx2_q8(const Tile<false>& t, const Act& a, int64_t r0, float* y, int64_t N, int64_t n0,
                            int64_t valid) {
-  __m256 acc[RT][2];
-  for (int r = 0; r < RT; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  alignas(32) float acc[RT][LANES] = {};
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < a.nb; ++b) {
     __m256i isum[RT][2];
     for (int r = 0; r < RT; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
     const uint8_t* c = t.codes + b * Tile<false>::CODE_BYTES;
-    for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; ++p) {       // not unrolled: hoisting every row's activations spills
+      const int8_t* x0 = a.part(b, p, r0);
       for (int h = 0; h < 2; ++h) {
         const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 2 * p * 64 + 32 * h)), bias);
         const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (2 * p + 1) * 64 + 32 * h)), bias);
-        const int8_t* x0 = a.part(b, p, r0);
+        const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
         for (int r = 0; r < RT; ++r) {
           const __m256i x_lo = _mm256_set1_epi32(load4(x0 + 8 * r)), x_hi = _mm256_set1_epi32(load4(x0 + 8 * r + 4));
-          const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x_lo, w0));
-          const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x_hi, w1));
+          const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(x_lo, w0));
+          const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(x_hi, w1));
           isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
         }
       }
+    }
     const float* dm = t.dm + b * LANES;
-    for (int r = 0; r < RT; ++r) {
-      const __m256 da = _mm256_set1_ps(a.d[b * a.M + r0 + r]);
-      for (int h = 0; h < 2; ++h)
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(load_scales8(dm + 8 * h), da), acc[r][h]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = load_scales8(dm + 8 * h);
+      for (int r = 0; r < RT; ++r)
+        _mm256_store_ps(acc[r] + 8 * h, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]),
+                                                        _mm256_mul_ps(d, _mm256_set1_ps(a.d[b * a.M + r0 + r])),
+                                                        _mm256_load_ps(acc[r] + 8 * h)));
     }
   }
-  alignas(64) float out[RT * LANES];
-  for (int r = 0; r < RT; ++r)
-    for (int h = 0; h < 2; ++h) _mm256_store_ps(out + r * LANES + 8 * h, acc[r][h]);
-  store_rows(out, RT, y, N, r0, n0, valid);
+  store_rows(&acc[0][0], RT, y, N, r0, n0, valid);
 }
 
 // Q4_1 on AVX2 for up to 4 rows a pass: each 4-bit weight register unpacked once for all of them,
@@ -271,7 +272,7 @@ int64_t set_amx(int64_t min_rows) {
 int64_t amx_state() { return amx_support(); }
 int64_t get_amx_min_rows() { return amx_min_rows.load(); }
 
-// rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 4 (AVX2, Q4_1) / 2 (AVX2, Q8_0) rows
+// rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 4 (AVX2) rows
 template <bool Q4>
 void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t rows, float* y, int64_t N,
                int64_t n0, int64_t valid) {
@@ -297,8 +298,13 @@ void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t
         default: break;
       }
     } else {
-      for (; rows >= 2; rows -= 2, r0 += 2) tile_avx2_q8<2>(t, a, r0, y, N, n0, valid);
-      if (rows == 1) tile_avx2_q8<1>(t, a, r0, y, N, n0, valid);
+      for (; rows >= 4; rows -= 4, r0 += 4) tile_avx2_q8<4>(t, a, r0, y, N, n0, valid);
+      switch (rows) {
+        case 3: tile_avx2_q8<3>(t, a, r0, y, N, n0, valid); break;
+        case 2: tile_avx2_q8<2>(t, a, r0, y, N, n0, valid); break;
+        case 1: tile_avx2_q8<1>(t, a, r0, y, N, n0, valid); break;
+        default: break;
+      }
     }
   } else {
     tile_scalar<Q4>(t, a, r0, static_cast<int>(rows), y, N, n0, valid);
