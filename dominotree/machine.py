@@ -64,6 +64,9 @@ def hardware_info(device=None) -> dict:
     info = {"device": str(device) if device is not None else "cpu", "cpu": cpu_model(), "cpu_isa": cpu_isa(),
             "cpu_signature": cpu_signature(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "platform": platform.platform()}
+    if device is None or torch.device(device).type == "cpu":
+        from .models.cpuext import kernels_id
+        info["kernels"] = kernels_id()         # other kernels, other costs
     if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(torch.device(device))
         info["cuda"] = torch.version.cuda

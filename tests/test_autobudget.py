@@ -474,3 +474,18 @@ def test_files_made_with_other_target_weights_are_flagged(tmp_path):
     assert [w for w in ch.warnings if "weights" in w] == [
         "the verify-cost profile was made with float32 target weights, this run uses int4"]
     assert not [w for w in auto_choice("test", "cpu", "dominotree", **kw).warnings if "weights" in w]
+
+
+def test_a_file_measured_with_other_kernels_does_not_fit():
+    """Costs measured before the C++ kernels changed (their sources, flags or torch) are not this
+    machine's costs: the file says which kernels measured it and does not fit other ones."""
+    from dominotree.auto.files import not_made_here
+    from dominotree.machine import hardware_info
+    from dominotree.models.cpuext import kernels_id
+    meta = {"hardware": hardware_info("cpu"), "weights": "int4-q8", "dtype": "float32"}
+    assert meta["hardware"]["kernels"] == kernels_id()
+    assert not_made_here(meta, "cpu", "int4-q8", "float32") == []
+    meta["hardware"]["kernels"] = "k00000000"
+    assert [w.split()[0] for w in not_made_here(meta, "cpu", "int4-q8", "float32")] == ["kernels"]
+    del meta["hardware"]["kernels"]                     # an older file that does not say
+    assert [w.split()[0] for w in not_made_here(meta, "cpu", "int4-q8", "float32")] == ["kernels"]

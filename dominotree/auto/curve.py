@@ -95,9 +95,11 @@ def curve_key(pair) -> dict:
     """What a cached curve must match: the machine, the model and how it computes."""
     import torch
     t = pair.target
+    from ..models.cpuext import kernels_id
     return {"cpu": cpu_name(), "device": str(t.device), "preset": pair.name, "paths": pair.paths,
             "weights": t.weights, "dtype": str(t.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "context": CONTEXT}
+            "torch": torch.__version__, "context": CONTEXT,
+            "kernels": kernels_id() if t.device.type == "cpu" else ""}
 
 
 def cache_path(pair) -> Path:

@@ -58,10 +58,11 @@ def not_made_here(meta: dict, device, weights: str | None, dtype: str, drafters:
     """Why a profile or calibration (its ``meta``) does not fit this machine, weights, dtype and
     (when given: a calibration of a preset whose drafters can change) ``drafters``; empty when it
     does. A file that does not record one of them does not fit: costs and the best budget do not
-    carry across CPUs (Zen 4 and Zen 5 share "AMD EPYC" and the ISA flags), weights or dtypes, and
-    acceptance does not carry across drafters."""
+    carry across CPUs (Zen 4 and Zen 5 share "AMD EPYC" and the ISA flags), kernel builds
+    (``cpuext.kernels_id``), weights or dtypes, and acceptance does not carry across drafters."""
     import torch
     from ..machine import cpu_isa, cpu_model, cpu_signature
+    from ..models.cpuext import kernels_id
     made = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
     want = {"dtype": (meta.get("dtype"), dtype)}
     if weights is not None:
@@ -70,7 +71,7 @@ def not_made_here(meta: dict, device, weights: str | None, dtype: str, drafters:
         want["drafters"] = (meta.get("drafters"), drafters)
     if torch.device(device).type == "cpu":
         for k, here in (("cpu", cpu_model()), ("cpu_isa", cpu_isa()), ("cpu_signature", cpu_signature()),
-                        ("cpu_count", os.cpu_count())):
+                        ("cpu_count", os.cpu_count()), ("kernels", kernels_id())):
             want[k] = (made.get(k), here)
     elif torch.cuda.is_available():
         want["gpu"] = (made.get("gpu"), torch.cuda.get_device_name(torch.device(device)))

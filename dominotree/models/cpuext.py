@@ -61,6 +61,14 @@ def build_dir() -> Path:
     return cache_root() / "kernels" / f"cpu-{h.hexdigest()[:12]}"
 
 
+def kernels_id() -> str:
+    """A short name of the kernels this machine builds (their sources, flags and torch), "" where
+    they cannot run: costs measured with other kernels are not this machine's costs any more."""
+    if unsupported() is not None:
+        return ""
+    return "k" + build_dir().name.rsplit("-", 1)[-1][:8]
+
+
 def unsupported() -> str | None:
     """Why the kernels cannot run on this machine at all, without building them (None: they can,
     if they build)."""
