@@ -102,29 +102,37 @@ def test_fast_model_uses_them_only_for_float32_on_cpu():
     assert isinstance(load_target(ensure_random_tiny()["target"], torch.float32).fast, FastModel)
 
 
-def test_whole_q4_layer_op_gives_the_python_composition_bit_for_bit():
-    """``q4_block`` runs FastModel._block's steps in C++: the same bits, causal prefill, tree mask
-    and one-row steps alike (random-tiny is Qwen3: q/k norms included)."""
+@pytest.mark.parametrize("weights", ["int4", "int4-q8"])
+def test_whole_q4_layer_op_gives_the_python_composition_bit_for_bit(monkeypatch, weights):
+    """``q4_block`` runs FastModel._block's steps in C++, and ``q4_stack`` runs every layer's
+    ``q4_block`` in one call: the same bits as the Python composition (logits, tapped features and
+    the cache), causal prefill, tree mask and one-row steps alike (random-tiny is Qwen3: q/k norms
+    included)."""
+    from dominotree.models import fast as fast_mod
     from dominotree.tree import Tree, position_ids, tree_mask
     TREE = Tree([7, 11, 12, 13, 14, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3])
     PREFIX = [5, 9, 33, 100, 7, 8, 200, 3, 44]
-    tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights="int4")
+    tgt = load_target(ensure_random_tiny()["target"], torch.float32, weights=weights)
     fast = tgt.fast
     assert all(layer.q4 is not None for layer in fast.layers)
     saved = [layer.q4 for layer in fast.layers]
+    taps = (0, len(fast.layers) - 1)
     runs = []
-    for use in (True, False):
+    for mode in ("stack", "layer", "python"):
+        monkeypatch.setattr(fast_mod, "STACK", mode == "stack")
         for layer, q4 in zip(fast.layers, saved):
-            layer.q4 = q4 if use else None
+            layer.q4 = None if mode == "python" else q4
         cache = fast.new_cache()
-        a = fast.forward(torch.tensor([PREFIX]), torch.arange(len(PREFIX))[None], cache)[0]
+        a, fa = fast.forward(torch.tensor([PREFIX]), torch.arange(len(PREFIX))[None], cache, taps=taps)
         start = len(PREFIX)
-        b = fast.forward(torch.tensor([TREE.tokens]), position_ids(TREE, start), cache,
-                         mask=tree_mask(TREE, start, tgt.dtype))[0]
+        b, fb = fast.forward(torch.tensor([TREE.tokens]), position_ids(TREE, start), cache,
+                             mask=tree_mask(TREE, start, tgt.dtype), taps=taps)
         c = fast.forward(torch.tensor([[7]]), torch.tensor([[start + len(TREE.tokens)]]), cache)[0]
-        runs.append((a, b, c, cache.kv[:, :, :, :cache.length].clone()))
-    for x, y in zip(*runs):
-        assert torch.equal(x, y)
+        runs.append((a, fa, b, fb, c, cache.kv[:, :, :, :cache.length].clone()))
+    assert fast._stack is not None                      # the stack ran
+    for other in runs[1:]:
+        for x, y in zip(runs[0], other):
+            assert torch.equal(x, y)
 
 
 def test_a_build_lock_left_by_a_killed_build_is_removed(tmp_path, capsys):

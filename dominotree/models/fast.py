@@ -30,6 +30,7 @@ from .linear import DenseLinear
 
 FAMILIES = ("llama", "qwen3")
 MIN_CAPACITY = 256
+STACK = True          # every q4 layer in one op (q4_stack); False: one op a layer (A/B, tests)
 
 
 def fast_support(config) -> str | None:
@@ -126,6 +127,7 @@ class FastModel:
     def __init__(self, model, linear=None, fuse: bool = True, head_dtype=torch.float32, dtype=None,
                  kernels: bool | None = None, head_linear=None):
         self.timer = None     # optional ``timer(part)`` -> context manager (profile-rounds); None: untimed
+        self._stack = None    # q4_stack's weights, made on first use
         cfg = model.config
         why = fast_support(cfg)
         if why is not None:
@@ -219,11 +221,18 @@ class FastModel:
         attn_mask, causal = self._mask(mask, n, start)
         taps = tuple(taps or ())
         feats = {}
-        for i, layer in enumerate(self.layers):
-            with time("layer"):
-                x = self._block(layer, x, cos, sin, cache.kv[i], start, n, attn_mask, causal)
-            if i in taps:
-                feats[i] = x
+        stack = self._q4_stack() if self.timer is None else None
+        if stack is not None:      # every layer in one op: the same q4_block per layer, no Python between
+            w, qn, kn = stack
+            x, tapped = torch.ops.dominotree_layer.q4_stack(x, w, cos, sin, cache.kv, start, self.n_heads, self.n_kv,
+                                                           qn, kn, self.eps, attn_mask, causal, sorted(set(taps)))
+            feats = dict(zip(sorted(set(taps)), tapped))
+        else:
+            for i, layer in enumerate(self.layers):
+                with time("layer"):
+                    x = self._block(layer, x, cos, sin, cache.kv[i], start, n, attn_mask, causal)
+                if i in taps:
+                    feats[i] = x
         cache.length = start + n
         with time("head"):
             h = self._norm(x, self.norm)
@@ -287,6 +296,20 @@ class FastModel:
                 or (kind == {Q4Q8Linear} and any(li.out_features % LANES for li in lins))):
             return None
         return [layer.ln1, layer.ln2] + [t for li in lins for t in (li.codes, li.dm)]
+
+    def _q4_stack(self):
+        """``q4_stack``'s (weights, q_norms, k_norms) when every layer runs ``q4_block`` (``STACK``
+        on), else None; made once."""
+        if not (STACK and self.kernels and self.layers and all(la.q4 is not None for la in self.layers)):
+            return None
+        if self._stack is None:
+            qn, kn = [la.q_norm for la in self.layers], [la.k_norm for la in self.layers]
+            if any(t is None for t in qn + kn):
+                if any(t is not None for t in qn + kn):
+                    return None           # some layers normed, some not: one op a layer
+                qn, kn = [], []
+            self._stack = ([t for la in self.layers for t in la.q4], qn, kn)
+        return self._stack
 
     def _block(self, layer: Layer, x, cos, sin, kv, start: int, n: int, attn_mask, causal: bool):
         hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv

@@ -198,6 +198,32 @@ at::Tensor q4_block(const at::Tensor& x, at::TensorList w, const at::Tensor& cos
   return x2 + q4_product(silu_mul(gu), w[8], w[9]);
 }
 
+// Every decoder layer in one call, for a model whose layers all run q4_block: the same q4_block,
+// layer after layer (so the same bits), without a return to Python between layers. w: the layers'
+// 10 tensors each, one after the other; q_norm / k_norm: one per layer, or empty; kv: the cache
+// [layers, 2, kv_heads, capacity, head_dim]; taps: increasing layer indices whose output rows are
+// returned beside the last layer's.
+std::tuple<at::Tensor, std::vector<at::Tensor>> q4_stack(
+    const at::Tensor& x, at::TensorList w, const at::Tensor& cos, const at::Tensor& sin, at::Tensor kv, int64_t start,
+    int64_t nh, int64_t nkv, at::TensorList q_norm, at::TensorList k_norm, double eps,
+    const c10::optional<at::Tensor>& attn_mask, bool causal, at::IntArrayRef taps) {
+  const int64_t layers = kv.size(0);
+  TORCH_CHECK(kv.dim() == 5 && static_cast<int64_t>(w.size()) == 10 * layers, "q4_stack takes 10 tensors a layer of kv");
+  TORCH_CHECK(q_norm.size() == k_norm.size() && (q_norm.empty() || static_cast<int64_t>(q_norm.size()) == layers),
+              "q_norm / k_norm: one a layer, or none");
+  std::vector<at::Tensor> tapped;
+  at::Tensor h = x;
+  size_t next = 0;
+  for (int64_t i = 0; i < layers; ++i) {
+    c10::optional<at::Tensor> qn, kn;
+    if (!q_norm.empty()) qn = q_norm[i], kn = k_norm[i];
+    h = q4_block(h, w.slice(10 * i, 10), cos, sin, kv.select(0, i), start, nh, nkv, qn, kn, eps, attn_mask, causal);
+    if (next < taps.size() && taps[next] == i) tapped.push_back(h), ++next;
+  }
+  TORCH_CHECK(next == taps.size(), "taps must be increasing layer indices");
+  return {h, tapped};
+}
+
 }  // namespace
 
 // for draftlayer.cpp's whole-layer op of the drafter
@@ -215,6 +241,8 @@ TORCH_LIBRARY(dominotree_layer, m) {
   m.def("silu_mul(Tensor gate_up) -> Tensor");
   m.def("q4_block(Tensor x, Tensor[] w, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "
         "Tensor? q_norm, Tensor? k_norm, float eps, Tensor? attn_mask, bool causal) -> Tensor");
+  m.def("q4_stack(Tensor x, Tensor[] w, Tensor cos, Tensor sin, Tensor(a!) kv, int start, int nh, int nkv, "
+        "Tensor[] q_norm, Tensor[] k_norm, float eps, Tensor? attn_mask, bool causal, int[] taps) -> (Tensor, Tensor[])");
 }
 
 TORCH_LIBRARY_IMPL(dominotree_layer, CPU, m) {
@@ -222,4 +250,5 @@ TORCH_LIBRARY_IMPL(dominotree_layer, CPU, m) {
   m.impl("rope_kv", &rope_kv);
   m.impl("silu_mul", &silu_mul);
   m.impl("q4_block", &q4_block);
+  m.impl("q4_stack", &q4_stack);
 }
