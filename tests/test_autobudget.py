@@ -489,3 +489,27 @@ def test_a_file_measured_with_other_kernels_does_not_fit():
     assert [w.split()[0] for w in not_made_here(meta, "cpu", "int4-q8", "float32")] == ["kernels"]
     del meta["hardware"]["kernels"]                     # an older file that does not say
     assert [w.split()[0] for w in not_made_here(meta, "cpu", "int4-q8", "float32")] == ["kernels"]
+
+
+def test_the_page_opens_with_auto_for_the_pairs_default_draft_vocabulary(tmp_path, monkeypatch):
+    """The auto checkbox as the page opens reads the calibration of the pair's default draft
+    vocabulary (the embedded pair's 8192 tokens, what ``calibrate-budget`` makes by default), not
+    the full vocabulary's."""
+    import ui.controls as controls
+    from dominotree.auto.costmodel import default_path as cost_path
+    from dominotree.auto.files import default_path
+    from ui.backend import ModelChoice
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(controls, "default_draft_vocab", lambda preset: 8192)
+    choice = ModelChoice(preset="random-tiny", device="cpu")
+    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
+    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
+                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
+                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    _made_here(cal, weights=choice.weights); _made_here(cm, weights=choice.weights)
+    cm.save(cost_path("random-tiny", "cpu"))
+    cal.save(default_path("random-tiny", "cpu", "dominotree", 8192))
+    assert controls.auto_budget_control(choice)["interactive"] is True
+    assert controls.auto_budget_control(choice, 0)["interactive"] is False      # the full vocabulary: none

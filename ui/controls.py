@@ -118,10 +118,13 @@ def decode_config(method: str, temperature, seed, budget, topm, topk, max_new, b
 AUTO_LABEL = "Budget: auto (calibrated for this machine)"
 
 
-def auto_budget_control(choice: be.ModelChoice, draft_vocab: int = 0) -> dict:
-    """The auto checkbox's settings for this pair, device and draft vocabulary: usable when a
-    budget calibration exists (its info says what auto chooses), else off, with the one-line
-    reason (the button below makes one; so do the commands)."""
+def auto_budget_control(choice: be.ModelChoice, draft_vocab: int | None = None) -> dict:
+    """The auto checkbox's settings for this pair, device and draft vocabulary (None: the pair's
+    default, as the page opens with it): usable when a budget calibration exists (its info says
+    what auto chooses), else off, with the one-line reason (the button below makes one; so do the
+    commands)."""
+    if draft_vocab is None:
+        draft_vocab = default_draft_vocab(choice.pair_name)
     chosen, reason = auto_available(choice.pair_name, choice.device, choice.dtype, draft_vocab, choice.weights)
     if not chosen:
         return dict(value=False, interactive=False,
