@@ -157,6 +157,22 @@ def _made_here(obj, weights="float32", dtype="float32", **meta):
     return obj
 
 
+def _calibrated_here(choice, draft_vocab: int = 0):
+    """A random-tiny dominotree calibration and verify-cost profile made on this machine, at the
+    committed default paths (relative to the working directory): (calibration, cost model)."""
+    from dominotree.auto.costmodel import default_path as cost_path
+    from dominotree.auto.files import default_path
+    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
+    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
+                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
+                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
+    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
+    _made_here(cal, weights=choice.weights); _made_here(cm, weights=choice.weights)
+    cm.save(cost_path("random-tiny", "cpu"))
+    cal.save(default_path("random-tiny", "cpu", "dominotree", draft_vocab))
+    return cal, cm
+
+
 def test_auto_chooses_plain_decoding_when_no_tree_pays_and_says_why():
     """Budget 0 is a candidate: with verify rows that cost as much as a step, no tree is predicted
     AR_MARGIN faster than ar, so auto decodes plainly; the reason names the best tree's cost in ar
@@ -388,9 +404,7 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     import types
     pytest.importorskip("gradio")
 
-    from dominotree.auto.files import default_path
     from dominotree.config import DecodeConfig, TreeConfig
-    from dominotree.auto.costmodel import default_path as cost_path
     from ui.backend import ModelChoice
     from ui.controls import auto_budget_control, auto_budgets
     from ui.panes import auto_html
@@ -407,14 +421,7 @@ def test_budget_auto_uses_the_calibration_or_says_why_not(tmp_path, monkeypatch)
     assert "ddtree keeps budget 24: auto is calibrated for marg, condstatic, dominotree only" in note
     assert "dominotree keeps budget 24: --budget auto needs" in note and "calibrate-budget" in note
 
-    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
-    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
-                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
-                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
-    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
-    _made_here(cal, weights=choice.weights); _made_here(cm, weights=choice.weights)
-    cm.save(cost_path("random-tiny", "cpu"))
-    cal.save(default_path("random-tiny", "cpu", "dominotree"))
+    cal, cm = _calibrated_here(choice)
     b = choose(cal, cm)
     assert b != 24
     ctl = auto_budget_control(choice)
@@ -496,20 +503,11 @@ def test_the_page_opens_with_auto_for_the_pairs_default_draft_vocabulary(tmp_pat
     vocabulary (the embedded pair's 8192 tokens, what ``calibrate-budget`` makes by default), not
     the full vocabulary's."""
     import ui.controls as controls
-    from dominotree.auto.costmodel import default_path as cost_path
-    from dominotree.auto.files import default_path
     from ui.backend import ModelChoice
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(controls, "default_draft_vocab", lambda preset: 8192)
     choice = ModelChoice(preset="random-tiny", device="cpu")
-    accept = [[min(1 + b // k, 6) for b in range(1, 33)] for k in (2, 3, 5, 8)]
-    cal = Calibration("dominotree", 32, [100, 140, 180, 220], accept, draft_ms=9.0, commit_ms=0.7,
-                      build_grid=[1, 4, 16, 32], build_ms=[0.6, 1.0, 2.5, 4.5],
-                      meta={"preset": "random-tiny", "dtype": "float32", "created": "2025-05-01T10:00:00Z"})
-    cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
-    _made_here(cal, weights=choice.weights); _made_here(cm, weights=choice.weights)
-    cm.save(cost_path("random-tiny", "cpu"))
-    cal.save(default_path("random-tiny", "cpu", "dominotree", 8192))
+    _calibrated_here(choice, draft_vocab=8192)
     assert controls.auto_budget_control(choice)["interactive"] is True
     assert controls.auto_budget_control(choice, 0)["interactive"] is False      # the full vocabulary: none

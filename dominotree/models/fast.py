@@ -224,9 +224,10 @@ class FastModel:
         stack = self._q4_stack() if self.timer is None else None
         if stack is not None:      # every layer in one op: the same q4_block per layer, no Python between
             w, qn, kn = stack
+            tap_list = sorted(set(taps))
             x, tapped = torch.ops.dominotree_layer.q4_stack(x, w, cos, sin, cache.kv, start, self.n_heads, self.n_kv,
-                                                           qn, kn, self.eps, attn_mask, causal, sorted(set(taps)))
-            feats = dict(zip(sorted(set(taps)), tapped))
+                                                           qn, kn, self.eps, attn_mask, causal, tap_list)
+            feats = dict(zip(tap_list, tapped))
         else:
             for i, layer in enumerate(self.layers):
                 with time("layer"):

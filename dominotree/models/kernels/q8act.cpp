@@ -272,40 +272,31 @@ int64_t set_amx(int64_t min_rows) {
 int64_t amx_state() { return amx_support(); }
 int64_t get_amx_min_rows() { return amx_min_rows.load(); }
 
+// f(std::integral_constant<int, RT>{}, r) for the row tiles of rows r0 .. r0 + rows - 1: as many
+// of MAX rows as fit, then one of the rest (RT a compile-time row count for the kernels' registers)
+template <int RT, class F>
+inline void last_row_tile(int64_t rows, int64_t r0, F& f) {
+  if (rows == RT) f(std::integral_constant<int, RT>{}, r0);
+  else if constexpr (RT > 1) last_row_tile<RT - 1>(rows, r0, f);
+}
+template <int MAX, class F>
+inline void row_tiles(int64_t rows, int64_t r0, F&& f) {
+  for (; rows >= MAX; rows -= MAX, r0 += MAX) f(std::integral_constant<int, MAX>{}, r0);
+  if constexpr (MAX > 1)
+    if (rows > 0) last_row_tile<MAX - 1>(rows, r0, f);
+}
+
 // rows r0 .. r0 + rows - 1 of one tile, in row tiles of at most 8 (VNNI) / 4 (AVX2) rows
 template <bool Q4>
 void tile_rows(int64_t isa, const Tile<Q4>& t, const Act& a, int64_t r0, int64_t rows, float* y, int64_t N,
                int64_t n0, int64_t valid) {
   if (isa == VNNI) {
-    for (; rows >= 8; rows -= 8, r0 += 8) tile_vnni<Q4, 8>(t, a, r0, y, N, n0, valid);
-    switch (rows) {
-      case 7: tile_vnni<Q4, 7>(t, a, r0, y, N, n0, valid); break;
-      case 6: tile_vnni<Q4, 6>(t, a, r0, y, N, n0, valid); break;
-      case 5: tile_vnni<Q4, 5>(t, a, r0, y, N, n0, valid); break;
-      case 4: tile_vnni<Q4, 4>(t, a, r0, y, N, n0, valid); break;
-      case 3: tile_vnni<Q4, 3>(t, a, r0, y, N, n0, valid); break;
-      case 2: tile_vnni<Q4, 2>(t, a, r0, y, N, n0, valid); break;
-      case 1: tile_vnni<Q4, 1>(t, a, r0, y, N, n0, valid); break;
-      default: break;
-    }
+    row_tiles<8>(rows, r0, [&](auto rt, int64_t r) { tile_vnni<Q4, decltype(rt)::value>(t, a, r, y, N, n0, valid); });
   } else if (isa == AVX2) {
-    if constexpr (Q4) {
-      for (; rows >= 4; rows -= 4, r0 += 4) tile_avx2_q4<4>(t, a, r0, y, N, n0, valid);
-      switch (rows) {
-        case 3: tile_avx2_q4<3>(t, a, r0, y, N, n0, valid); break;
-        case 2: tile_avx2_q4<2>(t, a, r0, y, N, n0, valid); break;
-        case 1: tile_avx2_q4<1>(t, a, r0, y, N, n0, valid); break;
-        default: break;
-      }
-    } else {
-      for (; rows >= 4; rows -= 4, r0 += 4) tile_avx2_q8<4>(t, a, r0, y, N, n0, valid);
-      switch (rows) {
-        case 3: tile_avx2_q8<3>(t, a, r0, y, N, n0, valid); break;
-        case 2: tile_avx2_q8<2>(t, a, r0, y, N, n0, valid); break;
-        case 1: tile_avx2_q8<1>(t, a, r0, y, N, n0, valid); break;
-        default: break;
-      }
-    }
+    row_tiles<4>(rows, r0, [&](auto rt, int64_t r) {
+      if constexpr (Q4) tile_avx2_q4<decltype(rt)::value>(t, a, r, y, N, n0, valid);
+      else tile_avx2_q8<decltype(rt)::value>(t, a, r, y, N, n0, valid);
+    });
   } else {
     tile_scalar<Q4>(t, a, r0, static_cast<int>(rows), y, N, n0, valid);
   }
