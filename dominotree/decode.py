@@ -247,7 +247,9 @@ class Decoder:
         blk = torch.full((1, n), cfg.mask_token_id, dtype=torch.long, device=dev)
         blk[0, 0] = root
         noise = tgt.embed_tokens(blk).to(dtype)
-        h = drafter(feats.to(dtype), noise, feat_pos, torch.arange(start, start + n, device=dev), cache=dcache)[0]
+        keep = None if depths is None else (depths if cfg.shift_label else depths + 1)   # the rows read below
+        h = drafter(feats.to(dtype), noise, feat_pos, torch.arange(start, start + n, device=dev), cache=dcache,
+                    keep=keep)[0]
         rows = h if cfg.shift_label else h[1:]
         if depths is not None:
             rows = rows[:depths]

@@ -178,3 +178,28 @@ def test_embedded_pair_decodes_as_ar_with_the_fused_drafter(monkeypatch):
             want = d.first_state(tgt.embed_tokens(torch.tensor([root])))[0]
             for v in (None, vocab):
                 torch.testing.assert_close(d.root_state(root, tgt, v), want, rtol=1e-5, atol=1e-6)
+
+
+def test_kept_rows_have_the_bits_of_the_whole_block(monkeypatch):
+    """``keep``: the last layer's output product and MLP run on the first rows only (a tree that
+    reads ``keep`` depths); those rows equal the whole block's, fused and Python, round after
+    round, and the cache is the same as without it."""
+    d = routed_drafter(seed=3)
+    g = torch.Generator().manual_seed(5)
+    full, cut, py = DraftCache(), DraftCache(), DraftCache()
+    start = 0
+    with torch.inference_mode():
+        for (c, n), keep in zip(ROUNDS, (1, 1, 3, 2, 16, 7, 5, 4)):
+            feats, noise = round_inputs(g, c, n)
+            cp, bp = torch.arange(start, start + c), torch.arange(start + c, start + c + n)
+            a = run(d, True, feats, noise, cp, bp, full, monkeypatch)
+            monkeypatch.setattr(draftcpu, "FUSED", True)
+            b = d(feats, noise, cp, bp, cache=cut, keep=keep)
+            monkeypatch.setattr(draftcpu, "FUSED", False)
+            p = d(feats, noise, cp, bp, cache=py, keep=keep)
+            m = min(keep, n)
+            assert b.shape == p.shape == (1, m, CFG.hidden_size)
+            assert torch.equal(b, a[:, :m]) and torch.equal(p, a[:, :m]), (c, n, keep)
+            assert_same_cache(full, cut)
+            assert_same_cache(full, py)
+            start += c

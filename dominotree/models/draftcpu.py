@@ -104,9 +104,10 @@ def layer_weights(drafter, target_feats: torch.Tensor, noise_emb: torch.Tensor, 
 
 
 def forward(drafter, weights: list, target_feats: torch.Tensor, noise_emb: torch.Tensor, cos: torch.Tensor,
-            sin: torch.Tensor, cache: DraftCache | None = None) -> torch.Tensor:
+            sin: torch.Tensor, cache: DraftCache | None = None, keep: int | None = None) -> torch.Tensor:
     """``Drafter.forward`` with ``layer_weights``' ``weights`` and the RoPE rows ``cos``/``sin`` of
-    the context's positions, then the block's (the other arguments and the result as there)."""
+    the context's positions, then the block's (the other arguments and the result as there); with
+    ``keep`` the last layer's output product and MLP run on the first ``keep`` block rows only."""
     cfg = drafter.cfg
     ctx = drafter.hidden_norm(drafter.fc(target_feats))[0].contiguous()
     c, n = ctx.shape[0], noise_emb.shape[1]
@@ -115,7 +116,9 @@ def forward(drafter, weights: list, target_feats: torch.Tensor, noise_emb: torch
     kv = cache.reserve(len(weights), cfg.num_key_value_heads, cfg.head_dim, past + c + n)
     x = noise_emb[0].contiguous()
     block = torch.ops.dominotree_draft.draft_block
+    last = len(weights) - 1
     for i, w in enumerate(weights):
-        x = block(x, ctx, w, cos, sin, kv[i], past, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.rms_norm_eps)
+        x = block(x, ctx, w, cos, sin, kv[i], past, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.rms_norm_eps,
+                  keep if i == last and keep is not None else -1)
     cache.commit(past + c)
     return drafter.norm(x)[None]

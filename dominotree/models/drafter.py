@@ -278,18 +278,20 @@ class Drafter(nn.Module):
 
     def forward(self, target_feats: torch.Tensor, noise_emb: torch.Tensor, ctx_positions: torch.Tensor,
                 blk_positions: torch.Tensor, cache: DraftCache | None = None,
-                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+                attn_mask: torch.Tensor | None = None, keep: int | None = None) -> torch.Tensor:
         """Backbone forward.
 
         ``target_feats`` [B, c, L_t*H]: tapped target features of the new context positions
         ``ctx_positions`` [c]; ``noise_emb`` [B, n, H]: target embeddings of the block at
         ``blk_positions`` [n]. With a ``cache`` the new context K/V are appended to it (the
-        block's K/V never are). Returns the final-normed block hidden states [B, n, H].
+        block's K/V never are). Returns the final-normed block hidden states [B, n, H], or their
+        first ``keep`` rows (every row still attends in every layer; the fused CPU path then skips
+        the last layer's output product and MLP for the others, the rows kept have the same bits).
         """
         fused = draftcpu.layer_weights(self, target_feats, noise_emb, attn_mask)
         if fused is not None:       # decoding on CPU: a C++ op per layer, the same bits
             cos, sin = self.rope_rows(torch.cat([ctx_positions, blk_positions]))
-            return draftcpu.forward(self, fused, target_feats, noise_emb, cos, sin, cache)
+            return draftcpu.forward(self, fused, target_feats, noise_emb, cos, sin, cache, keep)
         cfg = self.cfg
         ctx = self.hidden_norm(self.fc(target_feats))
         rope_ctx = rope_cos_sin(ctx_positions, cfg.head_dim, cfg.rope_theta, noise_emb.dtype)
@@ -302,7 +304,7 @@ class Drafter(nn.Module):
             new_kv.append(kv)
         if cache is not None:
             cache.kv = new_kv
-        return self.norm(x)
+        return self.norm(x if keep is None else x[:, :keep])
 
     def rope_rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """float32 ``rope_cos_sin`` rows of ``positions`` from a table made once (grown when needed)."""

@@ -31,12 +31,15 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tenso
 // cos / sin [c + n, hd]: the context's rows, then the block's; kv [2, nkv, capacity, hd]: this
 // layer's keys and values, positions < past committed. Writes the context's K/V at past .. past + c
 // and the block's after them, attends every block row to all past + c + n keys (non-causal),
-// returns the new x [n, H].
+// returns the new x [n, H], or its first `keep` rows when 0 < keep < n (the last layer of a draft
+// whose tree reads only those rows: every row attends as before, then only the kept rows go through
+// the output product and the MLP, each row's ops being its own, so they keep their bits).
 // w = [input_layernorm, post_attention_layernorm, q_norm, k_norm, qkv codes, qkv scales, o codes,
 // o scales, gate_up codes, gate_up scales, down codes, down scales], the products in q8act.cpp's
 // Q8_0 tile layout with q, k and v (gate and up) stacked by tiles.
 at::Tensor draft_block(const at::Tensor& x, const at::Tensor& ctx, at::TensorList w, const at::Tensor& cos,
-                       const at::Tensor& sin, at::Tensor kv, int64_t past, int64_t nh, int64_t nkv, double eps) {
+                       const at::Tensor& sin, at::Tensor kv, int64_t past, int64_t nh, int64_t nkv, double eps,
+                       int64_t keep) {
   TORCH_CHECK(w.size() == 12, "draft_block takes 12 weight tensors");
   TORCH_CHECK(x.dim() == 2 && ctx.dim() == 2 && ctx.size(1) == x.size(1), "x and ctx must be [rows, hidden]");
   TORCH_CHECK(kv.dim() == 4 && kv.size(0) == 2 && kv.size(1) == nkv && kv.is_contiguous(), "kv must be [2, nkv, capacity, hd]");
@@ -60,8 +63,9 @@ at::Tensor draft_block(const at::Tensor& x, const at::Tensor& ctx, at::TensorLis
   at::Tensor keys = kv.select(0, 0).narrow(1, 0, L), values = kv.select(0, 1).narrow(1, 0, L);
   at::Tensor o = at::scaled_dot_product_attention(q.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), c10::nullopt,
                                                   0.0, false, c10::nullopt, nh != nkv);
-  o = o.select(0, 0).transpose(0, 1).reshape({n, nh * hd}).contiguous();
-  at::Tensor x2 = x + product(o, w[6], w[7]);
+  o = o.select(0, 0).transpose(0, 1).reshape({n, nh * hd});
+  const int64_t m = keep > 0 && keep < n ? keep : n;
+  at::Tensor x2 = x.narrow(0, 0, m) + product(o.narrow(0, 0, m).contiguous(), w[6], w[7]);
   at::Tensor gu = product(dominotree_rms_norm(x2, w[1], eps), w[8], w[9]);
   const int64_t I = gu.size(1) / 2;
   at::Tensor a = at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I);
@@ -72,7 +76,7 @@ at::Tensor draft_block(const at::Tensor& x, const at::Tensor& ctx, at::TensorLis
 
 TORCH_LIBRARY(dominotree_draft, m) {
   m.def("draft_block(Tensor x, Tensor ctx, Tensor[] w, Tensor cos, Tensor sin, Tensor(a!) kv, int past, int nh, "
-        "int nkv, float eps) -> Tensor");
+        "int nkv, float eps, int keep=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(dominotree_draft, CPU, m) {
