@@ -215,10 +215,17 @@ class ConditionalScorer(_BaseScores):
         self.dtype = drafter.fc.weight.dtype
         self.w2 = drafter.embed_proj[2].weight                                 # [V, E]
         super().__init__(block, topm, lazy)
-        # depth 1 is path-independent: top-K of its full-vocabulary log-softmax, as the authors'
-        # code takes it (not the first K of the Top-M list: torch.topk picks other tokens among
-        # exact ties for another k)
-        self.root_children = torch.topk(self.row(1).lp, min(k, self.V))
+        self._root_children = None
+
+    @property
+    def root_children(self):
+        """``(log-probs, ids)`` of the root's K children, made on first use: depth 1 is
+        path-independent, top-K of its full-vocabulary log-softmax, as the authors' code takes it
+        (not the first K of the Top-M list: torch.topk picks other tokens among exact ties for
+        another k). The C++ build (``builders/native.py``) makes its own and never asks."""
+        if self._root_children is None:
+            self._root_children = torch.topk(self.row(1).lp, min(self.k, self.V))
+        return self._root_children
 
     def _prepare_all(self, todo: list[int], logits: torch.Tensor, cand: torch.Tensor) -> None:
         if self.topm:

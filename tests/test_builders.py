@@ -142,6 +142,30 @@ def test_child_gru_paths(table, head, monkeypatch):
         childgru._CACHE.clear(); graph_mod._EXPANDERS.clear(); frontier_mod._PROGRAMS.clear()
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_graph_on_cpu_native_and_python_heaps(native, head, tie_head, monkeypatch):
+    """The graph builder on CPU: the heap in one C++ op (``builders/native.py``, where the C++
+    kernels are built) and the Python heap (``DOMINOTREE_NATIVE_BUILD=0``) both give the
+    reference's tree and menus, ties, a heap that runs out, budget 1 and capped depth included;
+    each round says which ran."""
+    from dominotree.builders import native as native_mod
+    from dominotree.models import cpuext
+    if native and cpuext.available(verbose=False) is not None:
+        pytest.skip("the C++ kernels are not built here")
+    monkeypatch.setenv(native_mod.NATIVE_ENV, "1" if native else "0")
+    gen = torch.Generator().manual_seed(27)
+    tiny = random_head(hidden=32, vocab=3, gru=16, emb=8, seed=4)
+    cases = [(head, TreeConfig(budget=16), 16, False), (head, TreeConfig(budget=40, corr_topm=32, node_topk=5), 12, False),
+             (tie_head, TreeConfig(budget=24, corr_topm=16, node_topk=4), 8, True), (head, TreeConfig(budget=1), 16, False),
+             (head, TreeConfig(budget=16), 2, False), (tiny, TreeConfig(budget=16), 2, False)]
+    for d_e, tc, depth, ties in cases:
+        for _ in range(3):
+            block = random_block(*d_e, depth, gen, ties=ties)
+            check_identical("graph", *d_e, block, tc, depth)
+            got = get_builder("graph")(_scorer(*d_e, block, tc), block.root, block.root_state, tc, depth)
+            assert got.extra["capture"]["mode"] == ("native" if native else "eager")
+
+
 @pytest.mark.parametrize("name", ["graph", "frontier"])
 def test_other_scorers_use_the_reference(name, head):
     gen = torch.Generator().manual_seed(19)

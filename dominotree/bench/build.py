@@ -7,8 +7,8 @@ published Qwen3-4B Domino head's with random weights. Every builder builds every
 own scorer on the same block (so its lazily prepared depths count), interleaved in rotating order
 after warm-up, next to DDTree's build stage on the same block; the tree and menus of each builder
 are checked against the reference (every depth prepared up front) on every round. Each graph
-builder's capture record (``Built.extra["capture"]``: ``captured``, or ``eager`` / ``fallback`` and
-why) is reported per shape set, so eager times are never read as graph replays. Prints a table,
+builder's capture record (``Built.extra["capture"]``: ``captured``, ``native`` (CPU: the heap in
+C++), or ``eager`` / ``fallback`` and why) is reported per shape set, so eager times are never read as graph replays. Prints a table,
 then ONE JSON line last.
 
     python -m dominotree bench-build [--device cpu|cuda] [--rounds 50] [--shapes embedded,qwen3-4b]
@@ -238,7 +238,8 @@ def main(argv=None) -> int:
           "reference with every depth prepared up front, as before lazy preparation; x = speedup over python; "
           "best/ddtree = the fastest builder's time over DDTree's build on the same blocks; depths = mean depths "
           "prepared per round, of the block's; capture = whether the graph builders replayed CUDA graphs: "
-          "captured, eager (no CUDA or DOMINOTREE_GRAPH_EAGER=1) or fallback (capture failed: the reason is in the JSON))")
+          "captured, native (CPU: graph's heap in one C++ op), eager (no CUDA or DOMINOTREE_GRAPH_EAGER=1) or "
+          "fallback (capture failed: the reason is in the JSON))")
     line = json.dumps(result, separators=(",", ":"))
     if a.json_out:
         Path(a.json_out).write_text(line + "\n")

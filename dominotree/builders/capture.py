@@ -25,14 +25,15 @@ from ..syncguard import no_host_sync
 EAGER_ENV = "DOMINOTREE_GRAPH_EAGER"
 WARMUP = 3
 
-CAPTURED, EAGER, FALLBACK, REFERENCE = "captured", "eager", "fallback", "reference"
+CAPTURED, EAGER, FALLBACK, REFERENCE, NATIVE = "captured", "eager", "fallback", "reference", "native"
 
 
 @dataclass
 class Capture:
     """``mode``: ``captured`` (graphs replayed), ``eager`` (no CUDA, or disabled), ``fallback``
-    (capture failed: eager from then on) or ``reference`` (the scorer has no per-node work: the
-    Python heap ran); ``reason`` says why, in words."""
+    (capture failed: eager from then on), ``reference`` (the scorer has no per-node work: the
+    Python heap ran) or ``native`` (CPU: the heap and the bodies in one C++ op,
+    ``kernels/bestfirst.cpp``); ``reason`` says why, in words."""
     mode: str
     reason: str = ""
 

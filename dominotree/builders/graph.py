@@ -12,8 +12,10 @@ buffers, once, as two bodies that read only static inputs and write only static 
 One body, two execution modes. On CUDA each body is captured once per key (shapes, dtype, device,
 weights) with ``capture.record_bodies`` (warm-up on a side stream, then ``torch.cuda.graph``, all
 under the host-sync guard) and replayed, with one host sync per pop (a pinned copy of the K
-tokens, log-probs, base log-probs and ranks). On CPU (or with ``DOMINOTREE_GRAPH_EAGER=1``, or for
-a key whose capture failed) the same bodies run eagerly; ``capture_info`` says which, and why.
+tokens, log-probs, base log-probs and ranks). On CPU, for the float32 Top-M scorer with the
+children's GRU table, the heap and both bodies run as one C++ op (``native.py``: the same ATen ops,
+the same bits); elsewhere on CPU (or with ``DOMINOTREE_GRAPH_EAGER=1``, or for a key whose capture
+failed) the bodies run eagerly from Python; ``capture_info`` says which, and why.
 
 Lifecycle: ``NodeExpander(scorer)`` allocates, ``capture(scorer)`` binds the round into owned
 buffers (every depth prepared before the region: nothing in the bodies reads the host) and
@@ -42,6 +44,7 @@ from ..scoring import ConditionalScorer
 from ..trace import Menu
 from ..tree import Tree
 from .capture import CAPTURED, REFERENCE, Capture, failed, graphs_enabled, initial, record_bodies
+from .native import build_native, native_gru
 from .reference import Built, build_reference
 
 _CACHE_SIZE = 8
@@ -52,7 +55,7 @@ def supports(scorer) -> bool:
     """Only DominoTree's conditional scorer has per-node work; other scorers use the reference."""
     if type(scorer) is not ConditionalScorer or scorer.block.z is None:
         return False
-    return int(scorer.root_children[1].shape[0]) == min(scorer.k, scorer.topm or scorer.V)
+    return min(scorer.k, scorer.V) == min(scorer.k, scorer.topm or scorer.V)   # K children fit the Top-M
 
 
 def reference_capture(scorer) -> Capture:
@@ -327,9 +330,13 @@ def lru_get(cache, key, make, size: int):
 
 
 def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
-    """``build_reference`` with the per-node work replayed from static buffers."""
+    """``build_reference`` with the per-node work replayed from static buffers (on CPU, where it
+    applies, the whole heap in one C++ op: ``native``)."""
     if not supports(scorer):
         return build_by_reference(scorer, root_token, root_state, cfg, max_depth)
+    gru = native_gru(scorer)
+    if gru is not None:
+        return build_native(scorer, gru, root_token, root_state, cfg, max_depth)
     with torch.inference_mode():
         exp = expander_for(scorer)
         if exp.use_graphs and not exp.captured:
@@ -386,3 +393,4 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
             toks, lps, bases, ranks, toks_t = exp.menu(state, depth + 1)
             push(row, depth + 1, -neg, marg, toks, lps, bases, ranks, _Family(state, toks_t, toks))
     return Built(Tree(tokens, parents, depths, scores, margs), menus)
+

@@ -18,8 +18,9 @@ interleaved per prompt), it replays policies over those positions:
     PYTHONPATH=. .venv/bin/python scripts/experiments/round_gate.py --per-category 12 \
         --max-new-tokens 48 --out results/round-gate-zen3
 
-Writes ``positions.jsonl.gz`` (per prompt: tokens, per position the commits at b = 1..16 and the
-signals) and ``summary.md`` (the costs, the policies' speedups over `ar`, the machine).
+Writes ``positions.jsonl.gz`` (a header line with the costs and the machine, then per prompt:
+tokens, per position the commits at b = 1..16 and the signals) and ``summary.md`` (the costs, the
+policies' speedups over `ar`); ``--replay`` writes the summary again from the positions.
 """
 from __future__ import annotations
 
@@ -160,6 +161,22 @@ def backoff(k: int, b: int):
     return policy
 
 
+def running_mean(alpha: float, probe: int, b: int, even: float):
+    """Rounds at ``b`` while the request's running mean of tokens per round (an EMA, starting at
+    ``even``) is at least ``even``, the round's cost in plain steps; else plain steps, with a round
+    every ``probe`` of them to notice when the text turns predictable."""
+    def policy(rows, p, state):
+        ema = state.get("ema", even)
+        if "last" in state:
+            ema, state["since"] = (1 - alpha) * ema + alpha * state.pop("last"), 0
+        state["ema"] = ema
+        if ema >= even:
+            return b
+        state["since"] = state.get("since", 0) + 1
+        return b if state["since"] >= probe else 0
+    return policy
+
+
 def policies(cost: dict[int, float], wasted_ms: float) -> dict:
     """name -> (policy, the costs it is replayed with)."""
     out = {"ar (plain steps)": (lambda r, p, s: 0, cost)}
@@ -169,6 +186,9 @@ def policies(cost: dict[int, float], wasted_ms: float) -> dict:
             (lambda th: lambda r, p, s: 2 if r[p]["root_p"] >= th else 0)(th), cost)
     for k in (1, 2, 4, 8):
         out[f"@2, after a 1-token round {k} plain step(s)"] = (backoff(k, 2), cost)
+    for probe in (4, 16):
+        out[f"@2 while the request's running mean tokens/round (EMA 0.3) >= its cost in steps, else plain, a probe every {probe}"] = (
+            running_mean(0.3, probe, 2, cost[2] / cost[0]), cost)
     paid = {**cost, 0: cost[0] + wasted_ms}
     out["after drafting: the best predicted budget 1-4, or the root only"] = (after_draft(paid), paid)
     return out
@@ -202,6 +222,9 @@ def summarize(records, cost, stage_ms, machine, args) -> str:
     for label, bs in (("oracle: plain or @2", (2,)), ("oracle: plain or @3", (3,)), ("oracle: plain or any budget", BUDGETS)):
         lines.append(f"| {label} | " + " | ".join(f"{speed(rs, lambda rows, bs=bs: oracle(rows, cost, bs)):.3f}"
                                                 for _, rs in scopes) + " |")
+    pairs = [(r["positions"][i]["commit"][1], r["positions"][i + 1]["commit"][1])
+             for r in records for i in range(len(r["positions"]) - 1)]
+    lines += ["", f"Correlation of neighbouring positions' budget-2 commits: {statistics.correlation(*zip(*pairs)):.2f}."]
     lines += ["", "The oracle knows what every round would commit; the other rows use only what a decoder "
               "knows when it decides. Thresholds are chosen on these same prompts (an optimistic reading)."]
     return "\n".join(lines) + "\n"
@@ -213,7 +236,16 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--vocab", type=int, default=8192, help="draft vocabulary")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--replay", action="store_true", help="summarize OUT's positions again (no decoding)")
     args = ap.parse_args(argv)
+    if args.replay:
+        with gzip.open(Path(args.out) / "positions.jsonl.gz", "rt") as f:
+            head, *records = [json.loads(line) for line in f]
+        cost = {int(b): v for b, v in head["cost_ms"].items()}
+        text = summarize(records, cost, head["budget2_stage_ms"], head["machine"], args)
+        (Path(args.out) / "summary.md").write_text(text)
+        print(text)
+        return 0
     torch.set_num_threads(2)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -232,11 +264,12 @@ def main(argv=None) -> int:
         rec = positions(dec, dec.encode_prompt(p.turns[0]), args.max_new_tokens, args.vocab)
         records.append({"id": p.id, "category": p.category, **rec})
         print(p.id, len(rec["positions"]), file=sys.stderr, flush=True)
-    with gzip.open(out / "positions.jsonl.gz", "wt") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
     hw = hardware_info()
     machine = f"{hw['cpu']} ({hw['cpu_signature']}; {hw['cpu_isa']}), torch {torch.__version__}, 2 threads"
+    with gzip.open(out / "positions.jsonl.gz", "wt") as f:    # a header line, then one line a prompt
+        f.write(json.dumps({"cost_ms": cost, "budget2_stage_ms": stage_ms, "machine": machine}) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
     text = summarize(records, cost, stage_ms, machine, args)
     (out / "summary.md").write_text(text)
     print(text)
