@@ -283,6 +283,21 @@ class ConditionalScorer(_BaseScores):
         drafter's weights change)."""
         return child_gru(self.drafter, self.embed)
 
+    def native_weights(self) -> tuple | None:
+        """``(W1, W2, T, W_hh)`` for the C++ build (``builders/native.py``: the correction's two
+        projections, the children's GRU input table and recurrent weight), or None where it does
+        not run: full-vocabulary scoring, not float32 on CPU, no per-token GRU table, or the C++
+        kernels not built."""
+        b = self.block
+        if (not self.topm or b.base_logits.device.type != "cpu" or b.base_logits.dtype != torch.float32
+                or b.z.dtype != torch.float32 or self.dtype != torch.float32):
+            return None
+        from .models import cpuext
+        gru = self.child_step()
+        if gru.table is None or gru.table.dtype != torch.float32 or cpuext.available(verbose=False) is not None:
+            return None
+        return self.w1, self.w2, gru.table, gru.w_hhT.t()
+
     @property
     def gru_size(self) -> int:
         return self.drafter.prefix_gru.hidden_size

@@ -6,6 +6,7 @@ line when the verify-cost profile is missing; the explorer's auto control.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 
 import pytest
@@ -511,3 +512,35 @@ def test_the_page_opens_with_auto_for_the_pairs_default_draft_vocabulary(tmp_pat
     _calibrated_here(choice, draft_vocab=8192)
     assert controls.auto_budget_control(choice)["interactive"] is True
     assert controls.auto_budget_control(choice, 0)["interactive"] is False      # the full vocabulary: none
+
+
+def test_this_machines_files_from_other_kernels_are_measured_again(cli, tmp_path, monkeypatch):
+    """This machine's cached profile and calibration, measured before the C++ kernels changed,
+    sit where the new ones will be saved: `auto_choice` (explorer, bench) treats them as missing
+    and says why; `generate --budget auto` measures both again and then uses them."""
+    import dominotree.auto.calibrate as K
+    from dominotree.auto.budget import auto_choice
+    from dominotree.auto.costmodel import load_cost_model
+    from dominotree.auto.files import auto_paths
+    from dominotree.errors import UserError
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
+    args = ("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi", "--max-new-tokens", "8",
+            "--json", "--no-warm-up")
+    code, out, err = cli(*args)
+    assert code == 0 and "calibrating now" in err, err
+    used = json.loads(out.strip().splitlines()[-1])["auto"]
+    cpath, kpath = Path(used["cost_model"]), Path(used["calibration"])
+    for path in (cpath, kpath):                      # as if another kernel build had measured them
+        d = json.loads(path.read_text())
+        d["meta"]["hardware"]["kernels"] = "k00000000"
+        path.write_text(json.dumps(d))
+    weights = load_cost_model(cpath).meta.get("weights")
+    assert auto_paths("random-tiny", "cpu", "dominotree", weights=weights, dtype="float32") == (cpath, kpath)
+    with pytest.raises(UserError, match=r"made on this machine .*made with kernels 'k00000000'"):
+        auto_choice("random-tiny", "cpu", "dominotree", "float32", weights=weights)
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert "made with kernels 'k00000000'" in err and "measuring one now" in err and "calibrating now" in err
+    assert "k00000000" not in cpath.read_text() + kpath.read_text()
+    assert auto_choice("random-tiny", "cpu", "dominotree", "float32", weights=weights).warnings == ()

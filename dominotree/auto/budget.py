@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import CHAIN_METHODS, DecodeConfig
-from .files import auto_paths, drafters_id, other_machine
+from .files import auto_paths, drafters_id, other_machine, stale
 from .costmodel import device_slug
 from ..jsonfile import read_json, write_json_atomic
 from ..tree import Tree, accept_walk
@@ -281,15 +281,20 @@ def auto_choice(preset: str, device, method: str, dtype: str = "float32", cost_m
     check_auto_method(method)
     cpath, kpath = auto_paths(preset, device, method, cost_model_path, calibration_path, draft_vocab, weights, dtype)
     pair = "--target DIR --drafter DIR" if preset == "custom" else f"--preset {preset}"
-    missing = [w for w, p in (("a verify-cost profile", cpath), (f"a {method} budget calibration", kpath))
-               if not p.is_file()]
+    # this machine's own file is where a new one will be saved, so it may be there but stale
+    old_c = [] if cost_model_path else stale(cpath, device, weights, dtype)
+    old_k = [] if calibration_path else stale(kpath, device, weights, dtype, drafters_id(preset))
+    old = old_c + old_k
+    missing = [w for w, p, o in (("a verify-cost profile", cpath, old_c), (f"a {method} budget calibration", kpath, old_k))
+               if not p.is_file() or o]
     if missing:
         vocab = f" --draft-vocab {draft_vocab}" if draft_vocab else ""
         wt = f" --weights {weights}" if weights and weights != dtype else ""
         raise UserError(f"--budget auto needs {' and '.join(missing)} made on this machine ({device_slug(device)}, "
                         f"{weights or dtype} weights, {dtype}): measure {'it' if len(missing) == 1 else 'them'} "
                         f"with `python -m dominotree calibrate-budget {pair} --dtype {dtype}{wt} --method {method}"
-                        f"{vocab}` (about two minutes), or run `generate --budget auto`, which measures on first use")
+                        f"{vocab}` (about two minutes), or run `generate --budget auto`, which measures on first use"
+                        + (f" (this machine's files were made with {'; '.join(old)})" if old else ""))
     cm, cal = load_cost_model(cpath), load_calibration(kpath)
     if cal.method != method:
         raise UserError(f"budget calibration {kpath} is for {cal.method!r}, not {method!r}")

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 
 from .budget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
-from .files import auto_paths, calibration_name, drafters_id
+from .files import auto_paths, calibration_name, drafters_id, stale
 from ..config import DecodeConfig, TreeConfig, default_builder
 from ..observe import Observer, RoundState, StageClock
 
@@ -130,18 +130,22 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
     dtype = str(pair.target.dtype).replace("torch.", "")
     dev, weights = pair.target.device, pair.target.weights
     cpath, kpath = auto_paths(pair.name, dev, method, cost_model_path, calibration_path, draft_vocab, weights, dtype)
+    old = stale(cpath, dev, weights, dtype) if cost_model_path is None else []
     if cost_model_path is not None:
         require_profile(cpath, pair.name, dtype)
-    elif not cpath.is_file():
-        print(f"--budget auto: no verify-cost profile of this machine for {pair.name} ({weights or dtype} weights): "
-              f"measuring one now (once; cached at {cpath})", file=sys.stderr)
+    elif not cpath.is_file() or old:
+        why = f"the one at {cpath} was made with {'; '.join(old)}" if old else "none"
+        print(f"--budget auto: no verify-cost profile of this machine for {pair.name} ({weights or dtype} weights; "
+              f"{why}): measuring one now (once; cached at {cpath})", file=sys.stderr)
         from .profile import profile
         profile(pair, contexts=(64, 256, 1024), nodes=(0, 1, 2, 4, 8, 16, 32), repeats=3,
                 progress=progress).save(cpath)
-    if kpath.is_file():
+    old = stale(kpath, dev, weights, dtype, drafters_id(pair.name)) if calibration_path is None else []
+    if kpath.is_file() and not old:
         print(f"using budget calibration {kpath}", file=sys.stderr)
     else:
-        print(f"--budget auto: no {method} budget calibration of this machine at {kpath}: calibrating now (once; "
+        why = f" (the one there was made with {'; '.join(old)})" if old else ""
+        print(f"--budget auto: no {method} budget calibration of this machine at {kpath}{why}: calibrating now (once; "
               f"python -m dominotree calibrate-budget does it separately)", file=sys.stderr)
         from ..decode import Decoder
         cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,

@@ -78,6 +78,12 @@ def not_made_here(meta: dict, device, weights: str | None, dtype: str, drafters:
     return [f"{k} {have!r} (here {here!r})" for k, (have, here) in want.items() if have != here]
 
 
+def stale(path: Path, device, weights: str | None, dtype: str, drafters: str = "") -> list[str]:
+    """Why the file at ``path``, which exists, was not made for this run (``not_made_here``: another
+    machine, kernel build, weights, dtype or drafters); empty when it was, or when there is none."""
+    return not_made_here(_meta(path), device, weights, dtype, drafters) if path.is_file() else []
+
+
 def _meta(path: Path) -> dict:
     try:
         d = json.loads(path.read_text())

@@ -8,8 +8,8 @@ own scorer on the same block (so its lazily prepared depths count), interleaved 
 after warm-up, next to DDTree's build stage on the same block; the tree and menus of each builder
 are checked against the reference (every depth prepared up front) on every round. Each graph
 builder's capture record (``Built.extra["capture"]``: ``captured``, ``native`` (CPU: the heap in
-C++), or ``eager`` / ``fallback`` and why) is reported per shape set, so eager times are never read as graph replays. Prints a table,
-then ONE JSON line last.
+C++), or ``eager`` / ``fallback`` and why) is reported per shape set, so eager times are never
+read as graph replays. Prints a table, then ONE JSON line last.
 
     python -m dominotree bench-build [--device cpu|cuda] [--rounds 50] [--shapes embedded,qwen3-4b]
                                      [--threads 1] [--dtype float32] [--json-out FILE]

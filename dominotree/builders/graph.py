@@ -44,7 +44,7 @@ from ..scoring import ConditionalScorer
 from ..trace import Menu
 from ..tree import Tree
 from .capture import CAPTURED, REFERENCE, Capture, failed, graphs_enabled, initial, record_bodies
-from .native import build_native, native_gru
+from .native import build_native, native_inputs
 from .reference import Built, build_reference
 
 _CACHE_SIZE = 8
@@ -334,9 +334,9 @@ def build_graph(scorer, root_token: int, root_state, cfg: TreeConfig, max_depth:
     applies, the whole heap in one C++ op: ``native``)."""
     if not supports(scorer):
         return build_by_reference(scorer, root_token, root_state, cfg, max_depth)
-    gru = native_gru(scorer)
-    if gru is not None:
-        return build_native(scorer, gru, root_token, root_state, cfg, max_depth)
+    weights = native_inputs(scorer)
+    if weights is not None:
+        return build_native(scorer, weights, root_token, root_state, cfg, max_depth)
     with torch.inference_mode():
         exp = expander_for(scorer)
         if exp.use_graphs and not exp.captured:
@@ -393,4 +393,3 @@ def _best_first(scorer, exp: NodeExpander, root_token, root_state, cfg: TreeConf
             toks, lps, bases, ranks, toks_t = exp.menu(state, depth + 1)
             push(row, depth + 1, -neg, marg, toks, lps, bases, ranks, _Family(state, toks_t, toks))
     return Built(Tree(tokens, parents, depths, scores, margs), menus)
-

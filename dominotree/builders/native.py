@@ -1,6 +1,6 @@
 """DominoTree's best-first build on CPU as one C++ op (``models/kernels/bestfirst.cpp``).
 
-The graph builder's CPU path where it applies (``native_gru``): the reference's heap and its two
+The graph builder's CPU path where it applies (``native_inputs``): the reference's heap and its two
 per-node bodies (the correction's menu, the children's GRU step) run in C++, each body the same
 ATen ops on the same shapes as ``graph.NodeExpander``'s, so trees, scores and menus equal
 ``build_reference``'s (``tests/test_builders.py``, which runs the graph builder on CPU). On a
@@ -18,34 +18,28 @@ from ..trace import Menu
 from ..tree import Tree
 from .capture import NATIVE, Capture
 from .reference import Built
+
 NATIVE_ENV = "DOMINOTREE_NATIVE_BUILD"      # 0: keep the Python heap on CPU (A/B, tests)
 _NATIVE_CAPTURE = Capture(NATIVE, "CPU: the heap and the per-node bodies in one C++ op (kernels/bestfirst.cpp)")
 
 
-def native_gru(scorer: ConditionalScorer):
-    """The ``ChildGRU`` the C++ build can use for ``scorer``, or None where it does not apply: a
-    float32 Top-M scorer on CPU whose children's GRU has its per-token table, with the C++
-    kernels built and ``DOMINOTREE_NATIVE_BUILD`` not 0."""
-    block = scorer.block
-    if (os.environ.get(NATIVE_ENV, "1").lower() in ("0", "false", "no") or not scorer.topm
-            or block.base_logits.device.type != "cpu" or block.base_logits.dtype != torch.float32
-            or block.z.dtype != torch.float32 or scorer.dtype != torch.float32):
+def native_inputs(scorer: ConditionalScorer) -> tuple | None:
+    """The weights the C++ build reads for ``scorer`` (``ConditionalScorer.native_weights``), or
+    None where it does not apply or ``DOMINOTREE_NATIVE_BUILD`` is 0."""
+    if os.environ.get(NATIVE_ENV, "1").lower() in ("0", "false", "no"):
         return None
-    from ..models import cpuext
-    if cpuext.available(verbose=False) is not None:
-        return None
-    gru = scorer.child_step()
-    return gru if gru.table is not None and gru.table.dtype == torch.float32 else None
+    return scorer.native_weights()
 
 
-def build_native(scorer: ConditionalScorer, gru, root_token: int, root_state, cfg: TreeConfig, max_depth: int) -> Built:
+def build_native(scorer: ConditionalScorer, weights: tuple, root_token: int, root_state, cfg: TreeConfig,
+                 max_depth: int) -> Built:
     """The reference's tree and menus from ``kernels/bestfirst.cpp`` (the same ops on the same
     shapes, the same heap keys and ties)."""
     block, k = scorer.block, min(scorer.k, scorer.V)
     with torch.inference_mode():
         ints, sc, nodes, toks, vals, ranks = torch.ops.dominotree_build.best_first(
             block.base_logits, block.z, root_state.reshape(-1).to(torch.float32), int(root_token), int(cfg.budget),
-            int(max_depth), k, int(scorer.m), scorer.w1, scorer.w2, gru.table, gru.w_hhT.t())
+            int(max_depth), k, int(scorer.m), *weights)
     tokens, parents, depths = (list(c) for c in zip(*ints.tolist()))
     scores, margs = (list(c) for c in zip(*sc.tolist()))
     menus = [Menu(node, depth, t, [v[0] for v in vs], [v[1] for v in vs], r)
