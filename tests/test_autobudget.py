@@ -544,3 +544,43 @@ def test_this_machines_files_from_other_kernels_are_measured_again(cli, tmp_path
     assert "made with kernels 'k00000000'" in err and "measuring one now" in err and "calibrating now" in err
     assert "k00000000" not in cpath.read_text() + kpath.read_text()
     assert auto_choice("random-tiny", "cpu", "dominotree", "float32", weights=weights).warnings == ()
+
+
+def test_calibrate_on_your_own_prompts(cli, tmp_path, monkeypatch):
+    """`calibrate-budget --prompts FILE` calibrates on the user's kind of text (the file's prompts,
+    recorded in the calibration); a bad file is one clear line before anything is measured or
+    written."""
+    monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"prompt": "What is 12 times 7?"}\n{"prompt": "Add 3 and 4."}\n{"prompt": "Halve 18."}\n')
+    out = tmp_path / "cal.json"
+    code, stdout, err = cli("calibrate-budget", "--preset", "random-tiny", "--prompts", str(mine), "--budget-max", "4",
+                            "--max-new-tokens", "6", "--out", str(out))
+    assert code == 0, err
+    last = json.loads(stdout.strip().splitlines()[-1])
+    assert last["calibration"] == str(out) and [r["budget"] for r in last["curve"]] == [0, 1, 2, 3, 4]
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["prompts"] == 3 and meta["prompt_source"] == str(mine)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "no prompt key"}\n')
+    code, stdout, err = cli("calibrate-budget", "--preset", "random-tiny", "--prompts", str(bad), "--out",
+                            str(tmp_path / "never.json"))
+    assert code != 0 and "needs a 'prompt' string or a 'turns' list" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_costs_measured_with_the_amx_path_on_are_other_costs(monkeypatch):
+    """Turning the AMX path on (``DOMINOTREE_AMX=1``) changes what a wide verify costs: the kernels'
+    id says so, and files measured with it off do not fit (and the other way round)."""
+    from dominotree.auto.files import not_made_here
+    from dominotree.machine import hardware_info
+    from dominotree.models import cpuext
+    if cpuext.available(verbose=False) is not None:
+        pytest.skip("the C++ kernels are not built here")
+    off = {"hardware": hardware_info("cpu"), "weights": "int4-q8", "dtype": "float32"}
+    assert "-amx" not in off["hardware"]["kernels"]
+    monkeypatch.setattr(cpuext, "amx_min_rows", lambda: 5)
+    assert cpuext.kernels_id() == off["hardware"]["kernels"] + "-amx5"
+    assert [w.split()[0] for w in not_made_here(off, "cpu", "int4-q8", "float32")] == ["kernels"]
+    on = {"hardware": hardware_info("cpu"), "weights": "int4-q8", "dtype": "float32"}
+    assert not_made_here(on, "cpu", "int4-q8", "float32") == []

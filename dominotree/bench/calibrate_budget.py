@@ -5,7 +5,8 @@ docstring says what each round records), saves it where ``--budget auto`` looks 
 the predicted tokens/s against the budget, with the verify-cost profile of ``profile-cost``.
 
     python -m dominotree calibrate-budget [--preset smollm2] [--dtype bfloat16] [--method dominotree]
-        [--budget-max 32] [--per-category 3] [--max-new-tokens 48] [--cost-model FILE] [--out FILE]
+        [--budget-max 32] [--per-category 3 | --prompts FILE | --dataset NAME [--limit N]]
+        [--max-new-tokens 48] [--cost-model FILE] [--out FILE]
 
 The measuring lives in the library, ``dominotree.auto.calibrate`` (``generate --budget auto``, ``bench``
 and the explorer use it too); its names are importable here, as before.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .. import pairargs
 from ..auto.budget import AUTO_METHODS, choose, curve, require_profile
-from ..auto.files import calibration_name
+from ..auto.files import calibration_name, stale
 from ..auto.calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
 from ..config import MAX_BUDGET, TreeConfig
 from ..errors import UserError
@@ -31,6 +32,10 @@ def main(argv=None) -> int:
     p.add_argument("--method", default="dominotree", choices=AUTO_METHODS)
     p.add_argument("--budget-max", type=int, default=32, help="the calibration run's budget (the largest b predicted)")
     p.add_argument("--per-category", type=int, default=3, help="last N held-out prompts of each category")
+    p.add_argument("--prompts", default=None, help="calibrate on these prompts instead (JSONL as bench reads it): "
+                   "--budget auto then fits that kind of text")
+    p.add_argument("--dataset", default=None, help="or on a dataset's prompts (as bench's --dataset)")
+    p.add_argument("--limit", type=int, default=None, help="with --prompts/--dataset: the first N of each")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--corr-topm", type=int, default=64)
     p.add_argument("--node-topk", type=int, default=8)
@@ -44,11 +49,17 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="default: this machine's budget_<method>[_v<N>].json "
                    "(auto.files.machine_dir, where --budget auto looks)")
     a = p.parse_args(argv)
-    if not 1 <= a.budget_max <= MAX_BUDGET or a.per_category < 1 or a.max_new_tokens < 1:
-        raise UserError(f"--budget-max must be in [1, {MAX_BUDGET}]; --per-category and --max-new-tokens >= 1")
+    if not 1 <= a.budget_max <= MAX_BUDGET or a.per_category < 1 or a.max_new_tokens < 1 or \
+            (a.limit is not None and a.limit < 1):
+        raise UserError(f"--budget-max must be in [1, {MAX_BUDGET}]; --per-category, --max-new-tokens and --limit >= 1")
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
+    prompts, source = held_out_prompts(a.per_category), f"held-out eval set, last {a.per_category} per category"
+    if a.prompts or a.dataset:
+        from .datasets import load_prompts
+        prompts = [q.turns[0] for q in load_prompts(a.prompts, a.dataset, a.limit)]
+        source = a.prompts or f"dataset {a.dataset}"
     pair = pairargs.load_pair_from_args(a)
     a.draft_vocab = pair.resolve_draft_vocab(a.draft_vocab, a.method)     # None: the pair's default
     from ..auto.files import machine_dir
@@ -56,7 +67,7 @@ def main(argv=None) -> int:
     here = machine_dir(pair.name, pair.target.device, pair.target.weights, a.dtype)
     out = Path(a.out) if a.out else here / calibration_name(a.method, a.draft_vocab, pair.name)
     cpath = Path(a.cost_model) if a.cost_model else here / "cost_model.json"
-    if a.cost_model or cpath.is_file():
+    if a.cost_model or (cpath.is_file() and not stale(cpath, pair.target.device, pair.target.weights, a.dtype)):
         cm = require_profile(cpath, pair.name, a.dtype)
     else:
         from ..auto.profile import profile
@@ -65,8 +76,9 @@ def main(argv=None) -> int:
                                      repeats=3).save(cpath))
     from ..decode import Decoder
     tree = TreeConfig(budget=a.budget_max, corr_topm=a.corr_topm, node_topk=a.node_topk)
-    cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(a.per_category), a.method, a.budget_max,
+    cal = calibrate(Decoder(pair, annotate=False), prompts, a.method, a.budget_max,
                     a.max_new_tokens, a.builder, tree, draft_vocab=a.draft_vocab)
+    cal.meta["prompt_source"] = source
     cal.save(out)
     rows = curve(cal, cm)
     b = choose(cal, cm)
@@ -77,6 +89,9 @@ def main(argv=None) -> int:
     from ..auto.budget import explain
     print(explain(rows, b))
     print(f"saved {out}", file=sys.stderr)
+    if (a.prompts or a.dataset) and not a.out:
+        print(f"--budget auto on this machine now follows {source}; calibrate-budget without --prompts/--dataset "
+              "goes back to the held-out mix", file=sys.stderr)
     print(json.dumps({"calibration": str(out), "method": a.method, "draft_vocab": a.draft_vocab, "auto_budget": b, "reason": explain(rows, b),
                       "rounds": len(cal.starts),
                       "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]}))

@@ -11,7 +11,9 @@
 - ``kernels/attention.cpp``: attention whose rows do not depend on each other (a verify row gets a
   one-row step's bits), used by ``fast.FastModel`` in float32 and bf16 on CPU after the prefill;
 - ``kernels/draftlayer.cpp``: the drafter's decoder layer as one op (its 8-bit products, norms,
-  RoPE, attention over the context and the block), used by ``draftcpu`` in float32 on CPU.
+  RoPE, attention over the context and the block), used by ``draftcpu`` in float32 on CPU;
+- ``kernels/bestfirst.cpp``: DominoTree's best-first build (the heap, the correction's menu and
+  the children's GRU step, the same ATen ops as the Python builder), used by ``builders/native.py``.
 
 They need x86-64 with AVX2, FMA and F16C, Linux, a C++ compiler and ninja (``make setup`` installs both
 and builds them: about 30 s once per torch version, into ``~/.cache/dominotree/kernels``).
@@ -62,11 +64,14 @@ def build_dir() -> Path:
 
 
 def kernels_id() -> str:
-    """A short name of the kernels this machine builds (their sources, flags and torch), "" where
-    they cannot run: costs measured with other kernels are not this machine's costs any more."""
+    """A short name of the kernels this machine builds (their sources, flags and torch), with
+    ``-amx<rows>`` while the AMX path is on (``DOMINOTREE_AMX=1``: other costs); "" where they
+    cannot run: costs measured with other kernels are not this machine's costs any more."""
     if unsupported() is not None:
         return ""
-    return "k" + build_dir().name.rsplit("-", 1)[-1][:8]
+    kid = "k" + build_dir().name.rsplit("-", 1)[-1][:8]
+    rows = amx_min_rows() if _state.get("why", "not loaded") is None else 0
+    return f"{kid}-amx{rows}" if rows else kid
 
 
 def unsupported() -> str | None:
