@@ -147,7 +147,7 @@ class Decoder:
             if should_stop is not None and should_stop():
                 return
             clock = StageClock(dev)
-            state = RoundState(cfg, root, start, drafter, vocab, builder)
+            state = RoundState(cfg, root, start, drafter, vocab, builder, cache=cache, taps=taps)
             spent = 0.0                 # observers' milliseconds this round
             t = clock.now()
             # 1. draft: one drafter forward over [root, MASK...] gives every depth's base logits

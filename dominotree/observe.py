@@ -47,7 +47,10 @@ class RoundState:
     (None for ``ar`` and budget 0), ``vocab`` the draft vocabulary (None: the full one), ``block``
     the draft (after the draft stage), ``built`` and ``scorer`` the tree and its children function
     (after the build stage). ``builder`` is the builder function the round builds with; an
-    observer may call ``decoder.build`` with it and a fresh ``StageClock`` (``auto.calibrate``)."""
+    observer may call ``decoder.build`` with it and a fresh ``StageClock`` (``auto.calibrate``).
+    ``cache`` and ``taps`` are the target's KV cache (holding the context up to ``start``) and
+    the layers the drafter reads: an observer that verifies a tree itself (``auto.calibrate``
+    times the verify at other budgets) truncates the cache back to ``start`` before returning."""
     cfg: object
     root: int
     start: int
@@ -57,6 +60,8 @@ class RoundState:
     block: object = None
     built: object = None
     scorer: object = None
+    cache: object = None
+    taps: object = None
     extra: dict = field(default_factory=dict)
 
 

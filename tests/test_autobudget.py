@@ -349,6 +349,9 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
     last = json.loads(out.strip().splitlines()[-1])
     assert last["auto"]["budget"] == last["budget"] and last["auto"]["reason"].startswith("auto: ")
     assert str(tmp_path / "cache" / "auto") in last["auto"]["calibration"]
+    cal = json.loads(Path(last["auto"]["calibration"]).read_text())     # the verify timed at grid budgets
+    assert cal["version"] == 3 and cal["verify_grid"][-1] == cal["budget_max"] and cal["verify_grid"][:3] == [1, 2, 3]
+    assert len(cal["verify_grid_ms"]) == len(cal["verify_grid"]) and all(ms > 0 for ms in cal["verify_grid_ms"])
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
                          "--max-new-tokens", "8", "--json", "--no-warm-up")
     assert code == 0 and "calibrating now" not in err and "using budget calibration" in err
@@ -584,3 +587,29 @@ def test_costs_measured_with_the_amx_path_on_are_other_costs(monkeypatch):
     assert [w.split()[0] for w in not_made_here(off, "cpu", "int4-q8", "float32")] == ["kernels"]
     on = {"hardware": hardware_info("cpu"), "weights": "int4-q8", "dtype": "float32"}
     assert not_made_here(on, "cpu", "int4-q8", "float32") == []
+
+
+def test_a_calibration_that_timed_the_verify_predicts_with_it(tmp_path):
+    """Version 3: the verify stage timed at grid budgets replaces the profile's model of it (an
+    absurd profile changes ar's side only), linear between grid budgets; it survives a save and
+    a load; a grid that does not match its times is refused."""
+    from dominotree.auto.budget import load_calibration
+    accept = [[min(1 + b // 2, 5) for b in range(1, 9)] for _ in range(3)]
+    kw = dict(method="dominotree", budget_max=8, starts=[50, 60, 70], accept=accept, draft_ms=2.0, commit_ms=0.1,
+              build_grid=[1, 8], build_ms=[0.5, 1.2], meta={}, ar_starts=[50, 51], ar_ms=[5.0, 5.0])
+    cal = Calibration(**kw, verify_grid=[1, 2, 4, 8], verify_grid_ms=[5.5, 6.0, 7.0, 11.0])
+    assert cal.verify_at(3) == 6.5 and cal.verify_at(1) == 5.5 and cal.verify_at(6) == 9.0
+    for cm in (CostModel.synthetic(base_ms=5.0, per_node_ms=0.1), CostModel.synthetic(base_ms=5.0, per_node_ms=9.0)):
+        rows = curve(cal, cm)
+        for b in range(1, 9):
+            assert rows[b]["round_ms"] == pytest.approx(cal.draft_at(b) + cal.build_at(b) + cal.verify_at(b) + 0.1)
+    old = Calibration(**kw)                                           # version 2: the profile's model
+    assert old.verify_at(2) is None and curve(old, CostModel.synthetic(per_node_ms=9.0))[2]["round_ms"] > 20
+    path = cal.save(tmp_path / "cal.json")
+    back = load_calibration(path)
+    assert back.verify_grid == [1, 2, 4, 8] and back.verify_grid_ms == cal.verify_grid_ms
+    assert json.loads(path.read_text())["version"] == 3
+    with pytest.raises(ValueError, match="verify_grid"):
+        Calibration(**kw, verify_grid=[2, 1], verify_grid_ms=[6.0, 5.5])
+    with pytest.raises(ValueError, match="verify_grid"):
+        Calibration(**kw, verify_grid=[1, 2], verify_grid_ms=[6.0])

@@ -20,6 +20,14 @@ The choice is the ``b`` with the highest prediction, the smaller on a tie: a pur
 profile and the calibration, hence deterministic. It is one fixed budget per pair, method and
 device, not a per-round rule (CondAdaptive's per-round rule is what the paper shows failing).
 
+Since version 3 the calibration also times the verify stage itself at a grid of budgets (the
+target's forward over the round's budget-``b`` prefix at the round's position, the LM head on the
+rows the accept walk reads, the walk; ``auto.calibrate``), and the prediction uses those times in
+place of ``C_v`` and the remainder below: on a 2-core AVX2 CPU the profile's random trees with every
+row's head put a 3-row verify at +30-41 % of a one-row step where the decoder's verify stage
+takes +22 %, and its convex fit smooths the kernels' step-shaped cost at few rows. Older
+calibrations keep the profile's model.
+
 Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
 prompts and records the tree's measured verify stage, so each prediction carries what the profile
 leaves out (the draw, the mask, Python between the stages): ``ar`` at ``C_v(0; l)`` plus its
@@ -47,8 +55,8 @@ from ..jsonfile import read_json, write_json_atomic
 from ..tree import Tree, accept_walk
 
 SCHEMA = "dominotree.budget_calibration"
-SCHEMA_VERSION = 2        # 2: the tree's verify ms per round and the ar rounds (budget 0)
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3        # 2: the tree's verify ms per round and the ar rounds (budget 0); 3: the verify per grid budget
+READABLE_VERSIONS = (1, 2, 3)
 AR_MARGIN = 0.03          # a tree must be predicted this much faster than ar to be chosen over it
 PROFILE_SLOW = 0.8        # a profile this much slower than the calibration's own ar rounds is worth a warning
 # the fixed-budget heaps whose first b pops are the budget-b tree, ties included
@@ -84,6 +92,8 @@ class Calibration:
     verify_ms: list[float] | None = None       # per round: the measured verify stage (version 2)
     ar_starts: list[int] | None = None         # ar on the same prompts: each round's start
     ar_ms: list[float] | None = None           #   and its ms, all stages (version 2)
+    verify_grid: list[int] | None = None       # budgets at which the verify stage was timed (version 3)
+    verify_grid_ms: list[float] | None = None  #   its median ms at each
 
     def __post_init__(self):
         if not self.accept or len(self.accept) != len(self.starts):
@@ -97,6 +107,10 @@ class Calibration:
             raise ValueError("draft_grid_ms needs one draft time per grid budget")
         if self.verify_ms is not None and len(self.verify_ms) != len(self.starts):
             raise ValueError("verify_ms needs one time per round")
+        if (self.verify_grid is None) != (self.verify_grid_ms is None) or (self.verify_grid is not None and (
+                not self.verify_grid or len(self.verify_grid) != len(self.verify_grid_ms)
+                or any(b2 <= b1 for b1, b2 in zip(self.verify_grid, self.verify_grid[1:])) or self.verify_grid[0] < 1)):
+            raise ValueError("verify_grid must be increasing budgets >= 1, with one verify time per budget")
         if (self.ar_ms is None) != (self.ar_starts is None) or \
                 (self.ar_ms is not None and (not self.ar_ms or len(self.ar_ms) != len(self.ar_starts))):
             raise ValueError("ar_ms and ar_starts go together, one per ar round")
@@ -117,11 +131,15 @@ class Calibration:
         g, v = self.build_grid, self.build_ms
         if b <= g[0]:
             return float(v[0]) * (b / g[0] if g[0] > 0 else 1.0)
-        for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
-            if b <= b1:
-                return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
-        slope = (v[-1] - v[-2]) / (g[-1] - g[-2]) if len(g) > 1 else v[-1] / max(g[-1], 1)
-        return float(v[-1] + slope * (b - g[-1]))
+        return _between(g, v, b)
+
+    def verify_at(self, b: int) -> float:
+        """The verify stage's ms at budget ``b`` as timed (version 3: linear between the grid's
+        budgets, the last slope beyond them); None without such times."""
+        g, v = self.verify_grid, self.verify_grid_ms
+        if g is None:
+            return None
+        return float(v[0]) if b <= g[0] else _between(g, v, b)
 
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "method": self.method, "budget_max": self.budget_max,
@@ -129,7 +147,9 @@ class Calibration:
                 "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta,
                 **({"draft_grid_ms": self.draft_grid_ms} if self.draft_grid_ms is not None else {}),
                 **({"verify_ms": self.verify_ms} if self.verify_ms is not None else {}),
-                **({"ar_starts": self.ar_starts, "ar_ms": self.ar_ms} if self.ar_ms is not None else {})}
+                **({"ar_starts": self.ar_starts, "ar_ms": self.ar_ms} if self.ar_ms is not None else {}),
+                **({"verify_grid": self.verify_grid, "verify_grid_ms": self.verify_grid_ms}
+                   if self.verify_grid is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
@@ -141,10 +161,20 @@ class Calibration:
         return cls(d["method"], int(d["budget_max"]), [int(s) for s in d["starts"]],
                    [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
                    [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {},
-                   opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float))
+                   opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float),
+                   opt("verify_grid", int), opt("verify_grid_ms", float))
 
     def save(self, path: str | Path) -> Path:
         return write_json_atomic(path, self.to_dict())
+
+
+def _between(g: list[int], v: list[float], b: float) -> float:
+    """``v`` at ``b`` on the grid ``g`` (b >= g[0]): linear between points, the last slope beyond."""
+    for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
+        if b <= b1:
+            return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
+    slope = (v[-1] - v[-2]) / (g[-1] - g[-2]) if len(g) > 1 else v[-1] / max(g[-1], 1)
+    return float(v[-1] + slope * (b - g[-1]))
 
 
 def _median(xs) -> float:
@@ -193,8 +223,9 @@ def curve(cal: Calibration, cost_model) -> list[dict]:
     n = len(cal.accept)
     for b in range(1, cal.budget_max + 1):
         toks = sum(a[b - 1] for a in cal.accept)
-        ms = sum(cal.draft_at(b) + cal.build_at(b) + k * cost_model.verify_ms_at(b, s) + over(b) + cal.commit_ms
-                 for s in cal.starts)
+        timed = cal.verify_at(b)      # version 3: the verify stage as timed at this budget in these rounds
+        ms = sum(cal.draft_at(b) + cal.build_at(b) + cal.commit_ms +
+                 (timed if timed is not None else k * cost_model.verify_ms_at(b, s) + over(b)) for s in cal.starts)
         out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "round_ar_steps": ms / n / ar_ms,
                     "predicted_tokens_per_s": 1e3 * toks / ms, "speedup": toks / n / (ms / n / ar_ms)})
     return out

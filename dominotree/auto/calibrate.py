@@ -23,9 +23,13 @@ from dataclasses import replace
 from .budget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
 from .files import auto_paths, calibration_name, drafters_id, stale
 from ..config import DecodeConfig, TreeConfig, default_builder
+from ..models.target import cache_truncate
 from ..observe import Observer, RoundState, StageClock
+from ..tree import accept_walk
+from ..verify import TreeRows, verify_tree
 
 BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+VERIFY_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # the kernels' cost is step-shaped at few rows
 
 
 def held_out_prompts(per_category: int) -> list[str]:
@@ -40,18 +44,22 @@ def held_out_prompts(per_category: int) -> list[str]:
 
 class _PerRound(Observer):
     """What a calibration measures in each round beside its own stages, off the round's clock:
-    the round's block built again at every grid budget (each timed alone), and the draft's LM head
+    the round's block built again at every grid budget (each timed alone), the draft's LM head
     timed again on the rows a budget-``b`` tree can use (per grid budget: that head's ms less the
-    full head's). Reads every tree row's target token (``prefix_accept`` needs them)."""
+    full head's), and the verify stage of the tree's budget-``b`` prefix at every verify-grid
+    budget (the target's forward over its rows at this round's position, the LM head on the rows
+    the accept walk reads, the walk; then the cache is cut back). Reads every tree row's target
+    token (``prefix_accept`` needs them)."""
     reads_all_rows = True
 
-    def __init__(self, grid: list[int]):
-        self.grid = grid
+    def __init__(self, grid: list[int], verify_grid: list[int]):
+        self.grid, self.verify_grid = grid, verify_grid
         self.build_ms: dict[int, list[float]] = {b: [] for b in grid}
         self.head_ms: dict[int, list[float]] = {b: [] for b in grid}
+        self.verify_ms: dict[int, list[float]] = {b: [] for b in verify_grid}
 
     def clear(self) -> None:
-        for v in (*self.build_ms.values(), *self.head_ms.values()):
+        for v in (*self.build_ms.values(), *self.head_ms.values(), *self.verify_ms.values()):
             v.clear()
 
     def after_draft(self, dec, s: RoundState) -> None:
@@ -74,6 +82,17 @@ class _PerRound(Observer):
             cfg = replace(s.cfg, tree=replace(s.cfg.tree, budget=b), ab_builder=None)
             dec.build(cfg, s.drafter, s.block, s.root, s.start, s.builder, None, c, s.vocab)
             self.build_ms[b].append(c.ms["build"])
+        if s.cache is None or s.cfg.temperature > 0:
+            return
+        tree, tgt = s.built.tree, dec.target
+        for b in self.verify_grid:
+            prefix = tree.prefix(min(b, tree.num_nodes))
+            c = StageClock(tgt.device)
+            t = c.now()
+            vout = verify_tree(tgt, s.cache, prefix, s.start, s.taps, lazy_head=True)
+            accept_walk(prefix, TreeRows(tgt, prefix, vout, 0.0, None))
+            self.verify_ms[b].append((c.now() - t) * 1e3)
+            cache_truncate(s.cache, s.start)
 
 
 def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
@@ -87,7 +106,8 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     builder = builder or default_builder(dec.target.device)
     tree = replace(tree or TreeConfig(), budget=budget_max)
     grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
-    per_round = _PerRound(grid)
+    verify_grid = [b for b in VERIFY_GRID if b < budget_max] + [budget_max]
+    per_round = _PerRound(grid, verify_grid)
     starts, accept, draft, commit, verify, ar_starts, ar_ms = [], [], [], [], [], [], []
     for m in ("ar", method):
         dec.generate("Warm-up", DecodeConfig(method=m, max_new_tokens=16, builder=builder, tree=tree,
@@ -114,9 +134,12 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
             "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     draft_ms = statistics.median(draft)
+    timed = per_round.verify_ms
+    vgrid = verify_grid if all(timed[b] for b in verify_grid) else None
     return Calibration(method, budget_max, starts, accept, draft_ms, statistics.median(commit),
                        grid, [statistics.median(build_ms[b]) for b in grid], meta,
-                       [max(0.0, draft_ms + statistics.median(head_ms[b])) for b in grid], verify, ar_starts, ar_ms)
+                       [max(0.0, draft_ms + statistics.median(head_ms[b])) for b in grid], verify, ar_starts, ar_ms,
+                       vgrid, None if vgrid is None else [statistics.median(timed[b]) for b in vgrid])
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
