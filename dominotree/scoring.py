@@ -287,14 +287,15 @@ class ConditionalScorer(_BaseScores):
         """``(W1, W2, T, W_hh)`` for the C++ build (``builders/native.py``: the correction's two
         projections, the children's GRU input table and recurrent weight), or None where it does
         not run: full-vocabulary scoring, not float32 on CPU, no per-token GRU table, or the C++
-        kernels not built."""
+        kernels not loaded in this process (a build never compiles them; loading a pair whose
+        target or drafter runs on them does)."""
         b = self.block
         if (not self.topm or b.base_logits.device.type != "cpu" or b.base_logits.dtype != torch.float32
                 or b.z.dtype != torch.float32 or self.dtype != torch.float32):
             return None
         from .models import cpuext
         gru = self.child_step()
-        if gru.table is None or gru.table.dtype != torch.float32 or cpuext.available(verbose=False) is not None:
+        if gru.table is None or gru.table.dtype != torch.float32 or not cpuext.loaded():
             return None
         return self.w1, self.w2, gru.table, gru.w_hhT.t()
 

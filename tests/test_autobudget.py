@@ -517,6 +517,7 @@ def test_the_page_opens_with_auto_for_the_pairs_default_draft_vocabulary(tmp_pat
     assert controls.auto_budget_control(choice, 0)["interactive"] is False      # the full vocabulary: none
 
 
+@pytest.mark.slow        # two calibrations, ~9 s
 def test_this_machines_files_from_other_kernels_are_measured_again(cli, tmp_path, monkeypatch):
     """This machine's cached profile and calibration, measured before the C++ kernels changed,
     sit where the new ones will be saved: `auto_choice` (explorer, bench) treats them as missing

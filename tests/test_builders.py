@@ -166,6 +166,18 @@ def test_graph_on_cpu_native_and_python_heaps(native, head, tie_head, monkeypatc
             assert got.extra["capture"]["mode"] == ("native" if native else "eager")
 
 
+def test_a_build_never_loads_the_kernels(head, monkeypatch):
+    """The C++ build runs only where something else loaded the kernels (a pair on them): a
+    builder never compiles or loads them itself, it keeps the Python heap."""
+    from dominotree.models import cpuext
+    monkeypatch.setattr(cpuext, "_state", {})
+    block = random_block(*head, 16, torch.Generator().manual_seed(28))
+    tc = TreeConfig(budget=16)
+    got = get_builder("graph")(_scorer(*head, block, tc), block.root, block.root_state, tc, 16)
+    assert got.extra["capture"]["mode"] == "eager" and cpuext._state == {}
+    assert same_build(build_reference(_scorer(*head, block, tc), block.root, block.root_state, tc, 16), got)
+
+
 @pytest.mark.parametrize("name", ["graph", "frontier"])
 def test_other_scorers_use_the_reference(name, head):
     gen = torch.Generator().manual_seed(19)

@@ -135,8 +135,9 @@ def test_rank_map_is_a_host_read_made_outside_the_region(head):
 def test_capture_recorded(name, head):
     block = random_block(*head, 16, torch.Generator().manual_seed(33))
     tc = TreeConfig(budget=16)
+    native = name == "graph" and cpuext.available(verbose=False) is None   # loaded: on CPU the heap runs in C++
     built = get_builder(name)(ConditionalScorer(block, *head, 8, 64), block.root, block.root_state, tc, 16)
-    if name == "graph" and cpuext.available(verbose=False) is None:    # on CPU the heap runs in C++
+    if native:
         assert built.extra["capture"]["mode"] == "native" and "bestfirst.cpp" in built.extra["capture"]["reason"]
     else:
         assert built.extra["capture"] == {"mode": "eager", "reason": "cpu: CUDA graphs need a CUDA device"}

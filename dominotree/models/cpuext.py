@@ -70,7 +70,7 @@ def kernels_id() -> str:
     if unsupported() is not None:
         return ""
     kid = "k" + build_dir().name.rsplit("-", 1)[-1][:8]
-    rows = amx_min_rows() if _state.get("why", "not loaded") is None else 0
+    rows = amx_min_rows() if loaded() else 0
     return f"{kid}-amx{rows}" if rows else kid
 
 
@@ -184,6 +184,12 @@ def set_amx(min_rows: int) -> str | None:
 def amx_min_rows() -> int:
     """The fewest rows the AMX path takes now (0: off)."""
     return int(torch.ops.dominotree_q8act.amx_min_rows()) if available(verbose=False) is None else 0
+
+
+def loaded() -> bool:
+    """Whether this process has the kernels loaded already (``available()`` ran and they built);
+    never builds or loads them (for callers that only use them when something else loaded them)."""
+    return _state.get("why", "not loaded") is None
 
 
 def available(verbose: bool = True) -> str | None:
