@@ -44,7 +44,6 @@ first use (``python -m dominotree calibrate-budget`` does it separately; the exp
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,7 +132,7 @@ class Calibration:
             return float(v[0]) * (b / g[0] if g[0] > 0 else 1.0)
         return _between(g, v, b)
 
-    def verify_at(self, b: int) -> float:
+    def verify_at(self, b: int) -> float | None:
         """The verify stage's ms at budget ``b`` as timed (version 3: linear between the grid's
         budgets, the last slope beyond them); None without such times."""
         g, v = self.verify_grid, self.verify_grid_ms

@@ -4,21 +4,28 @@ prompts, 48 tokens, the order of the arms alternating per prompt; outputs and tr
 
     PYTHONPATH=. .venv/bin/python scripts/experiments/draft_keep_ab.py > results/round-gate-zen3/draft_keep_ab.txt
 """
-import sys, time, statistics, torch
+import statistics
+
+import torch
+
 from dominotree.presets import load_pair
 from dominotree.decode import Decoder
 from dominotree.models import draftcpu
 from dominotree.config import DecodeConfig, TreeConfig
 from dominotree.bench.datasets import load_prompts
 torch.set_num_threads(2)
-pair = load_pair("smollm2"); dec = Decoder(pair, annotate=False); dec.warm_up()
+pair = load_pair("smollm2")
+dec = Decoder(pair, annotate=False)
+dec.warm_up()
 orig = draftcpu.forward
-def no_keep(*a, **k):
-    k.pop("keep", None)
-    if len(a) > 7: a = a[:7]
-    return orig(*a, **k)
+
+
+def no_keep(drafter, weights, feats, noise, cos, sin, cache=None, keep=None):
+    """``draftcpu.forward`` with every block row through the last layer (as before ``keep``)."""
+    return orig(drafter, weights, feats, noise, cos, sin, cache)
+
+
 ps = load_prompts(dataset="eval")
-res = {}
 for meth, B in (("dominotree", 2), ("dominotree", 3), ("ddtree", 3), ("dominotree", 16)):
     cfg = DecodeConfig(method=meth, max_new_tokens=48, tree=TreeConfig(budget=B), draft_vocab=8192, builder="graph")
     arms = {"off": [], "on": []}

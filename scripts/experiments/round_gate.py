@@ -208,7 +208,7 @@ def summarize(records, cost, stage_ms, machine, args) -> str:
              "- round cost (timed stages, mean ms over the same prompts decoded for real, in `ar` steps): " +
              ", ".join(f"{'ar' if b == 0 else f'b{b}'} {cost[b]:.2f} ms" + ("" if b == 0 else f" ({cost[b] / cost[0]:.2f})")
                        for b in sorted(cost)),
-             f"- a budget-2 round's stages: " + ", ".join(f"{k} {v:.2f} ms" for k, v in stage_ms.items()),
+             "- a budget-2 round's stages: " + ", ".join(f"{k} {v:.2f} ms" for k, v in stage_ms.items()),
              "", "Speedup over `ar` (tokens / ms against plain steps over the same positions):", "",
              "| policy | " + " | ".join(s for s, _ in scopes) + " |", "|---|" + "---:|" * len(scopes)]
 
