@@ -255,6 +255,30 @@ def test_export_then_import_replays_without_model(app, client, tiny_decoder, tmp
     assert "Round 2</b> of " in shown[1]
 
 
+def test_no_downloads_of_a_run_that_is_still_going(app, tiny_decoder):
+    """The downloads are made for the traces on screen, but never from the part of a run decoded so
+    far: an event that reads the traces mid-run (the page load's chain, late on a slow machine)
+    leaves the buttons off until the run's own end makes them (CI downloaded a comparison JSON of
+    `ar` alone after a four-method run)."""
+    from types import SimpleNamespace
+    from dominotree.config import DecodeConfig
+    from ui.file_events import FileEvents
+    backend = app["backend"]
+    ctx = SimpleNamespace(backend=backend, exports_out=[None] * 5, json_cache={})
+    request = SimpleNamespace(session_hash="mid-run-exports")
+    traces = {"ar": tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=3))}
+    backend.queue_run("mid-run-exports")                   # Run pressed on this page
+    try:
+        assert FileEvents(ctx).exports(traces, "ar", 1, "conditional", False, request) == [gr.skip()] * 5
+        assert ctx.json_cache == {}
+    finally:
+        backend.finish_run("mid-run-exports")
+    done = FileEvents(ctx).exports(traces, "ar", 1, "conditional", False, request)
+    doc = json.loads(Path(done[4]["value"]).read_text())
+    assert list(doc["traces"]) == ["ar"] and all(u["interactive"] for u in done[::4])
+    backend.end_session("mid-run-exports")
+
+
 def test_import_of_different_prompts_says_so(app, client, tiny_decoder, tmp_path):
     from dominotree.config import DecodeConfig
     for name, prompt in (("a.json", PROMPT), ("b.json", "Another prompt entirely.")):

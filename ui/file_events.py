@@ -41,15 +41,21 @@ class FileEvents:
     def exports(self, traces, focus, idx, show, is_playing, request: gr.Request):
         """All five files for what is on screen (PDF/PNG/JSON take a second or so)."""
         exports_out, json_cache, backend = self.ctx.exports_out, self.ctx.json_cache, self.backend
-        if is_playing:
+        session = session_of(request)
+        # during this page's run the traces are a part of it (an event chain queued before Run, such
+        # as the page load's, reads them mid-run): the run's own end makes the files, and until
+        # then the buttons stay off (a JSON of `ar` alone was downloaded after a four-method run)
+        if is_playing or backend.busy(session):
             return [gr.skip()] * len(exports_out)
-        folder = backend.session_dir(session_of(request))
-        key = (session_of(request), tuple((k, id(t), len(t.rounds), t.stopped) for k, t in (traces or {}).items()))
+        folder = backend.session_dir(session)
+        key = (session, tuple((k, id(t), len(t.rounds), t.stopped) for k, t in (traces or {}).items()))
         try:
             # PDF/PNG rendering and the comparison JSON take a second of CPU: never while a model
             # job runs (measured: a comparison started right after another ran `ar` at 1.8 tok/s
             # instead of 10 while these were written), so wait for the model lock
             with backend.model_lock:
+                if backend.busy(session):        # Run was pressed while this waited (the lock is
+                    return [gr.skip()] * len(exports_out)   # free between a run's methods)
                 paths = write_round(folder, traces, focus, idx, show)
                 if key not in json_cache:
                     if len(json_cache) > 64:
