@@ -20,7 +20,8 @@ import torch
 
 from .config import ConfigError
 from .errors import PresetError  # defined with every user error in errors.py; importable here
-from .models.checkpoint import Q8_MODULES, check_pair, load_drafter, read_config, save_drafter
+from .models.checkpoint import check_pair, load_drafter, read_config, save_drafter
+from .models.q8blocks import Q8_MODULES
 from .models.linear import onednn_products
 from .models.smollm2 import cache_root
 from .models.drafter import CheckpointError, Drafter, DrafterConfig

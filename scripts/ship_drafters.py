@@ -5,7 +5,7 @@
         --lineage "issue 29: soft arm, stages soft/soft2/soft3 (results/train-issue29/)"
 
 ``--store q8`` (the default) writes ``model.safetensors.q8``: the products the CPU fast path runs
-as 8-bit blocks stored as exactly those blocks, the rest bf16 (``models/checkpoint.py``; the
+as 8-bit blocks stored as exactly those blocks, the rest bf16 (``models/q8blocks.py``; the
 default CPU setting drafts exactly as from the bf16 checkpoint, the float32 / bf16 / CUDA settings
 run the dequantized weights; docs/gpu-training.md); ``--store bf16`` the lossless compact bf16 form
 (``model.safetensors.bp``; a folder already in 8 bits cannot go back to it).

