@@ -105,7 +105,7 @@ def test_wrong_checkpoint_for_method(capsys, tiny_pair):
 
 def test_library_never_imports_gradio():
     code = ("import sys, dominotree, dominotree.decode, dominotree.cli, dominotree.view.export, dominotree.view.figures, "
-            "dominotree.view.layout, dominotree.presets, dominotree.trace\n"
+            "dominotree.view.charts, dominotree.view.layout, dominotree.presets, dominotree.trace\n"
             "assert 'gradio' not in sys.modules, 'gradio imported'\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr

@@ -1,4 +1,4 @@
-"""Tree layout, exports (SVG/PNG/PDF/TikZ) and explorer figures on hand-made traces.
+"""Tree layout, exports (SVG/PNG/PDF/TikZ), explorer figures and run charts on hand-made traces.
 
 Run: pytest -q tests/test_layout_export.py   (CPU, a few seconds; the TikZ compile check runs
 only where pdflatex is installed)
@@ -17,7 +17,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from dominotree.view import export, figures, layout  # noqa: E402
+from dominotree.view import charts, export, figures, layout  # noqa: E402
 from dominotree.trace import DecodeTrace, Menu, RoundTrace, counterfactual_accept  # noqa: E402
 from dominotree.tree import Tree, accept_walk, children_of  # noqa: E402
 
@@ -424,19 +424,21 @@ def test_topm_figure():
     assert "no Top-M" in figures.topm_figure(root_only_round(), TOKEN_TEXT).layout.title.text
 
 
+# ------------------------------------------------------------------------------------ charts
+
 def test_timing_and_builder_figures():
     rounds = [chain_round(rnd=0, stage_ms={"draft": 1, "build": 2, "verify": 3, "commit": 4}),
               bushy_round(rnd=1, build_ab={"builders": ["python", "graph"], "ms": [5.0, 1.0], "identical": True}),
               nasty_round(rnd=2, build_ab={"builders": ["python", "graph"], "ms": [4.0, 2.0], "identical": False})]
     tr = make_trace(rounds)
-    fig = figures.timing_figure(tr)
+    fig = charts.timing_figure(tr)
     bars = {t.name: list(t.y) for t in fig.data}
     assert bars["draft"] == [1, 1.0, 1.0] and bars["commit"] == [4, 0.5, 0.5]
-    bf = figures.builder_figure(tr)
+    bf = charts.builder_figure(tr)
     assert list(trace_named(bf, "python")[0].y) == [5.0, 4.0] and list(trace_named(bf, "graph")[0].y) == [1.0, 2.0]
     assert list(trace_named(bf, "trees differ")[0].x) == [3]          # rounds are numbered from 1
     assert "1/2 A/B rounds built identical trees" in bf.layout.title.text
-    solo = figures.builder_figure(make_trace([chain_round(), bushy_round(rnd=1)]))
+    solo = charts.builder_figure(make_trace([chain_round(), bushy_round(rnd=1)]))
     assert "builder only" in solo.layout.title.text and len(solo.data) == 1
     assert list(solo.data[0].y) == [2.0, 2.0]
 
@@ -444,12 +446,12 @@ def test_timing_and_builder_figures():
 def test_accept_and_depth_figures():
     a = make_trace([chain_round(), nasty_round(rnd=1), chain_round(rnd=2)])        # tau = (3+4+3)/3
     ar = make_trace([root_only_round(rnd=i, method="ar") for i in range(4)], method="ar")
-    h = figures.accept_hist_figure({"dominotree": a, "ar": ar})
+    h = charts.accept_hist_figure({"dominotree": a, "ar": ar})
     d = {t.name.split(" (")[0]: t for t in h.data}
     assert list(d["dominotree"].x) == [1, 2, 3, 4]
     assert list(d["dominotree"].y) == pytest.approx([0, 0, 2 / 3, 1 / 3])
     assert list(d["ar"].y) == pytest.approx([1, 0, 0, 0])
-    dep = figures.depth_accept_figure({"dominotree": a, "ar": ar})
+    dep = charts.depth_accept_figure({"dominotree": a, "ar": ar})
     assert [t.name for t in dep.data] == ["dominotree"]                        # AR drafts nothing
     assert list(dep.data[0].y) == pytest.approx([1, 1, 1 / 3, 0])            # deepest tree: 4
 
@@ -457,7 +459,7 @@ def test_accept_and_depth_figures():
 def test_provenance_html():
     rt = nasty_round()
     tr = make_trace([rt, chain_round(rnd=1)])
-    out = figures.provenance_html(tr, TOKEN_TEXT)
+    out = charts.provenance_html(tr, TOKEN_TEXT)
     assert "<script" not in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
     assert "&quot;quotes&quot;" in out and "a&amp;b" not in out             # a&b never committed
     assert out.count('class="dt-tok dt-draft"') == 3 + 2 + 1                # + legend swatch
@@ -467,13 +469,13 @@ def test_provenance_html():
     assert "\x00" not in out
     # a trace whose rounds do not cover its tokens marks the rest as unknown
     tr.token_ids.append(7)
-    assert figures.provenance_html(tr).count('class="dt-tok dt-unknown"') == 2
+    assert charts.provenance_html(tr).count('class="dt-tok dt-unknown"') == 2
 
 
 def test_summary_table():
     a = make_trace([chain_round(), nasty_round(rnd=1), chain_round(rnd=2)], wall_s=2.0)
     ar = make_trace([root_only_round(rnd=i, method="ar") for i in range(5)], method="ar", wall_s=5.0)
-    df = figures.summary_table({"ar": ar, "dominotree": a})
+    df = charts.summary_table({"ar": ar, "dominotree": a})
     row = df.set_index("method").loc["dominotree"]
     assert row["rounds"] == 3 and row["new tokens"] == 11                # prefill token + 10 committed
     assert row["tau"] == pytest.approx(10 / 3, abs=1e-3)
@@ -481,12 +483,12 @@ def test_summary_table():
     assert row["speedup vs ar"] == pytest.approx(5.5 / 1.2, abs=1e-3)    # ar: 6 tokens in 5 s
     assert row["verify ms"] == pytest.approx(3.0)
     assert df.set_index("method").loc["ar", "speedup vs ar"] == pytest.approx(1.0)
-    solo = figures.summary_table({"dominotree": a})
+    solo = charts.summary_table({"dominotree": a})
     assert math.isnan(solo.loc[0, "speedup vs ar"])
 
 
 def test_library_never_imports_gradio():
-    for name in ("layout.py", "export.py", "figures.py"):
+    for name in ("layout.py", "export.py", "figures.py", "charts.py"):
         src = (Path(layout.__file__).parent / name).read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|from)\s+gradio", src, re.M), name
 

@@ -173,6 +173,6 @@ def test_decode_trace_records_capture(tiny_decoder):
     tr = tiny_decoder.generate("Count: one two", DecodeConfig(method="dominotree", builder="frontier",
                                                               max_new_tokens=8, stop_at_eos=False))
     assert tr.rounds and all(r.extra["capture"]["mode"] == "eager" for r in tr.rounds)
-    from dominotree.view.figures import builder_figure           # the explorer's builder chart says so
+    from dominotree.view.charts import builder_figure            # the explorer's builder chart says so
     title = builder_figure(tr).layout.title.text
     assert "CUDA graph: frontier: eager (cpu: CUDA graphs need a CUDA device)" in title

@@ -6,7 +6,7 @@ import html
 
 import gradio as gr
 
-from dominotree.view import figures
+from dominotree.view import charts
 from dominotree.trace import DecodeTrace
 
 from .backend import MAX_METHODS
@@ -85,7 +85,7 @@ def render_panes(traces: dict, running: str | None = None, pending: list[str] = 
         if k < len(names):
             name = names[k]
             t = traces.get(name)
-            text = figures.provenance_html(t) if t is not None and t.token_ids else ""
+            text = charts.provenance_html(t) if t is not None and t.token_ids else ""
             head = header_html(name, t, ar, name == running, name == best, (notes or {}).get(name, ""))
             out += [gr.Column(visible=True), head, text]
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from dominotree.view import figures
+from dominotree.view import charts
 
 from .round_view import pick
 
@@ -21,17 +21,17 @@ def render_summary(traces: dict, focus: str | None) -> list:
     trace = pick(traces, focus)
     if trace is None:
         return [empty_table(), None, None, None, None]
-    return [figures.summary_table(traces), figures.accept_hist_figure(traces),
-            figures.depth_accept_figure(traces), figures.timing_figure(trace), builder_view(trace)]
+    return [charts.summary_table(traces), charts.accept_hist_figure(traces),
+            charts.depth_accept_figure(traces), charts.timing_figure(trace), builder_view(trace)]
 
 
 def empty_table():
-    return figures.summary_table({})
+    return charts.summary_table({})
 
 
 def builder_view(trace):
     """``ar`` builds no tree: no builder chart for it."""
-    return None if trace.method == "ar" else figures.builder_figure(trace)
+    return None if trace.method == "ar" else charts.builder_figure(trace)
 
 
 def render_timing(traces: dict, focus: str | None) -> list:
@@ -39,7 +39,7 @@ def render_timing(traces: dict, focus: str | None) -> list:
     trace = pick(traces, focus)
     if trace is None:
         return [None, None]
-    return [figures.timing_figure(trace), builder_view(trace)]
+    return [charts.timing_figure(trace), builder_view(trace)]
 
 
 def build_timing() -> dict:
