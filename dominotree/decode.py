@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 import torch
 
 from .builders import Built, adaptive, build_reference, get_builder
-from .config import STAGES, ConfigError, DecodeConfig, default_builder
+from .config import ConfigError, DecodeConfig, default_builder
 from .draftvocab import DraftVocab, read_ranked
 from .methods import (DRAFT_MIN_ROWS, FIXED_BUILDERS, METHOD_TABLE, SCORERS, MethodRow,  # noqa: F401 - importable here
                       _global, block_rows, usable_depths)

@@ -146,7 +146,6 @@ def retrieve_walk(v: SGLangVerify, target_tokens: torch.Tensor, b: int = 0) -> t
     current row. ``target_tokens`` [B * n] holds the target's token per flattened row (argmax at
     T = 0, its sample per row under sample-and-match). Returns the accepted rows within the request
     (root first, as ``accept_walk``) and the bonus token."""
-    n = v.n
     ridx, nxt, sib = v.retrive_index[b].tolist(), v.retrive_next_token[b].tolist(), v.retrive_next_sibling[b].tolist()
     cand, tgt = v.draft_token.tolist(), target_tokens.tolist()
     last, accepted, cur = ridx[0], [0], 0

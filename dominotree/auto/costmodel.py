@@ -17,7 +17,6 @@ writes ``results/cost_model_<preset>_<device>.json``; ``load_cost_model(path)`` 
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
 from ..jsonfile import read_json, write_json_atomic
 
 SCHEMA = "dominotree.cost_model"

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from .loops import loop_flags
 
