@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from ..colors import STAGE_COLORS, method_color
 from ..config import STAGES
 from .export import ACCEPT_COLOR
-from .figures import _FONT, _empty, _esc
+from .figures import FONT, empty_figure, esc
 from .layout import token_piece
 from ..trace import DecodeTrace
 
@@ -35,14 +35,14 @@ def _round_axis(trace: DecodeTrace) -> dict:
 def timing_figure(trace: DecodeTrace) -> go.Figure:
     """Stacked per-round stage times (draft, build, verify, commit) in ms."""
     if not trace.rounds:
-        return _empty("No rounds to time")
+        return empty_figure("No rounds to time")
     x = [rt.round + 1 for rt in trace.rounds]
     fig = go.Figure([go.Bar(x=x, y=[float(rt.stage_ms.get(s, 0.0)) for rt in trace.rounds], name=s,
                             marker_color=STAGE_COLORS[s]) for s in STAGES])
     mean = trace.stage_ms()
     fig.update_layout(
-        barmode="stack", template="plotly_white", font=_FONT, height=340,
-        title=dict(text=f"Stage time per round · {_esc(trace.method)} · mean {sum(mean.values()):.1f} ms/round"
+        barmode="stack", template="plotly_white", font=FONT, height=340,
+        title=dict(text=f"Stage time per round · {esc(trace.method)} · mean {sum(mean.values()):.1f} ms/round"
                         "<br><sup>" + " · ".join(f"{s} {mean[s]:.2f}" for s in STAGES) + " ms</sup>"),
         xaxis=_round_axis(trace), yaxis=dict(title="ms"),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right", traceorder="normal"),
@@ -55,7 +55,7 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
     rounds whose trees differ marked; without any A/B record, the verified builder's build stage
     time alone, and the title says so."""
     if not trace.rounds:
-        return _empty("No rounds recorded")
+        return empty_figure("No rounds recorded")
     ab = [rt for rt in trace.rounds if rt.build_ab]
     fig = go.Figure()
     if not ab:
@@ -63,7 +63,7 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
         fig.add_trace(go.Bar(x=[rt.round + 1 for rt in trace.rounds],
                              y=[float(rt.stage_ms.get("build", 0.0)) for rt in trace.rounds],
                              name=", ".join(names), marker_color=STAGE_COLORS["build"]))
-        title = (f"Build time per round: {_esc(', '.join(names))} builder only "
+        title = (f"Build time per round: {esc(', '.join(names))} builder only "
                  "<br><sup>no second builder ran on these rounds (no A/B record)</sup>")
     else:
         by_name: dict[str, tuple[list, list]] = {}
@@ -72,7 +72,7 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
                 xs, ys = by_name.setdefault(str(name), ([], []))
                 xs.append(rt.round + 1); ys.append(float(ms))
         for k, (name, (xs, ys)) in enumerate(by_name.items()):
-            fig.add_trace(go.Bar(x=xs, y=ys, name=_esc(name), marker_color=["#E69F00", "#56B4E9", "#999999"][min(k, 2)]))
+            fig.add_trace(go.Bar(x=xs, y=ys, name=esc(name), marker_color=["#E69F00", "#56B4E9", "#999999"][min(k, 2)]))
         same = [rt for rt in ab if rt.build_ab.get("identical")]
         diff = [rt for rt in ab if not rt.build_ab.get("identical")]
         top = {rt.round: max(float(v) for v in rt.build_ab["ms"]) for rt in ab}
@@ -82,13 +82,13 @@ def builder_figure(trace: DecodeTrace) -> go.Figure:
         fig.add_trace(go.Scatter(x=[rt.round + 1 for rt in diff], y=[top[rt.round] * 1.08 for rt in diff],
                                  mode="markers", name="trees differ",
                                  marker=dict(symbol="x", size=11, color=ACCEPT_COLOR)))
-        names = " vs ".join(_esc(n) for n in by_name)
+        names = " vs ".join(esc(n) for n in by_name)
         title = (f"Build time per round: {names}"
                  f"<br><sup>{len(same)}/{len(ab)} A/B rounds built identical trees"
                  + (f" · {len(trace.rounds) - len(ab)} round(s) without an A/B record" if len(ab) < len(trace.rounds) else "")
                  + "</sup>")
     title += _capture_note(trace)
-    fig.update_layout(barmode="group", template="plotly_white", font=_FONT, height=340,
+    fig.update_layout(barmode="group", template="plotly_white", font=FONT, height=340,
                       title=dict(text=title), xaxis=_round_axis(trace), yaxis=dict(title="ms"),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
                       margin=dict(l=50, r=20, t=80, b=40))
@@ -99,7 +99,7 @@ def _capture_note(trace: DecodeTrace) -> str:
     """The graph builders' CUDA-graph record (``extra["capture"]``, builders/capture.py) as one line."""
     seen = dict.fromkeys(f"{rt.builder}: {c['mode']}" + (f" ({c['reason']})" if c.get("reason") else "")
                          for rt in trace.rounds if (c := rt.extra.get("capture")))
-    return f"<br><sup>CUDA graph: {_esc('; '.join(seen))}</sup>" if seen else ""
+    return f"<br><sup>CUDA graph: {esc('; '.join(seen))}</sup>" if seen else ""
 
 
 _BOTTOM_LEGEND = dict(orientation="h", y=-0.22, yanchor="top", x=0, xanchor="left")
@@ -109,7 +109,7 @@ def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
     """Share of rounds committing n tokens (accepted drafts + bonus) per method; τ is its mean."""
     traces = {k: t for k, t in traces.items() if t.rounds}
     if not traces:
-        return _empty("No rounds recorded")
+        return empty_figure("No rounds recorded")
     top = max(rt.accept_len for t in traces.values() for rt in t.rounds)
     xs = list(range(1, top + 1))
     fig = go.Figure()
@@ -118,11 +118,11 @@ def accept_hist_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
         for rt in t.rounds:
             counts[rt.accept_len] += 1
         n = len(t.rounds)
-        fig.add_trace(go.Bar(x=xs, y=[counts[k] / n for k in xs], name=_esc(f"{name} (τ = {t.tau:.2f})"),
+        fig.add_trace(go.Bar(x=xs, y=[counts[k] / n for k in xs], name=esc(f"{name} (τ = {t.tau:.2f})"),
                              customdata=[counts[k] for k in xs], marker_color=method_color(name, t),
                              hovertemplate="%{x} tokens: %{y:.1%} of rounds (%{customdata})<extra></extra>"))
     fig.update_layout(
-        barmode="group", template="plotly_white", font=_FONT, height=380,
+        barmode="group", template="plotly_white", font=FONT, height=380,
         title=dict(text="Tokens committed per round<br><sup>accepted drafts + the bonus token; τ = the mean</sup>"),
         xaxis=dict(title="tokens committed in the round", dtick=1), yaxis=dict(title="share of rounds", tickformat=".0%"),
         legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))
@@ -145,13 +145,13 @@ def depth_accept_figure(traces: dict[str, DecodeTrace]) -> go.Figure:
         drafts = [rt.accept_len - 1 for rt in t.rounds]
         ds = list(range(1, deepest + 1))
         hits = [sum(a >= d for a in drafts) for d in ds]
-        fig.add_trace(go.Scatter(x=ds, y=reach(drafts, deepest), mode="lines+markers", name=_esc(name),
+        fig.add_trace(go.Scatter(x=ds, y=reach(drafts, deepest), mode="lines+markers", name=esc(name),
                                  line=dict(color=method_color(name, t)), customdata=hits, hovertemplate=(
                                      "depth %{x}: %{y:.1%} of rounds (%{customdata}/" + str(n) + ")<extra></extra>")))
     if not fig.data:
-        return _empty("No drafted rounds to measure acceptance by depth")
+        return empty_figure("No drafted rounds to measure acceptance by depth")
     fig.update_layout(
-        template="plotly_white", font=_FONT, height=380,
+        template="plotly_white", font=FONT, height=380,
         title=dict(text="Acceptance by depth<br><sup>share of rounds accepting at least d draft tokens</sup>"),
         xaxis=dict(title="depth d", dtick=1), yaxis=dict(title="rounds", tickformat=".0%", range=[0, 1.05]),
         legend=_BOTTOM_LEGEND, margin=dict(l=50, r=20, t=80, b=90))

@@ -25,20 +25,22 @@ from ..trace import RoundTrace, counterfactual_accept
 from ..tree import Tree, child_maps, children_of
 
 ONLY_COLOR = "#c51b7d"     # ring around nodes present in only one of two compared trees
-_FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
+FONT = dict(family="DejaVu Sans, Helvetica, Arial, sans-serif", size=12)
 
 
-def _esc(s: str) -> str:
+def esc(s: str) -> str:
+    """Text for plotly's labels, titles and hovers (which render a subset of HTML), escaped."""
     return html.escape(s, quote=False)
 
 
 def _lbl(tok: int, token_text: dict | None, max_len: int = 16) -> str:
-    return _esc(token_label(tok, token_text, max_len))
+    return esc(token_label(tok, token_text, max_len))
 
 
-def _empty(title: str) -> go.Figure:
+def empty_figure(title: str) -> go.Figure:
+    """A blank figure that says why there is nothing to draw."""
     fig = go.Figure()
-    fig.update_layout(title=title, template="plotly_white", font=_FONT,
+    fig.update_layout(title=title, template="plotly_white", font=FONT,
                       xaxis=dict(visible=False), yaxis=dict(visible=False), height=260)
     return fig
 
@@ -122,7 +124,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                    marker=dict(size=14, color=[nd.fill for nd in rows], symbol="circle",
                                line=dict(color=[ACCEPT_COLOR if nd.accepted else "#444444" for nd in rows],
                                          width=[3 if nd.accepted else 0.6 for nd in rows])),
-                   text=[_esc(token_label(nd.token, token_text, label_len)) for nd in rows],
+                   text=[esc(token_label(nd.token, token_text, label_len)) for nd in rows],
                    textposition="top center", textfont=dict(size=11, family="DejaVu Sans Mono, monospace"),
                    hovertext=[_hover(rt, tree, nd, token_text, menus, kids) for nd in rows],
                    hoverinfo="text", customdata=[nd.row for nd in rows]),
@@ -137,7 +139,7 @@ def _tree_traces(rt: RoundTrace, scene: list[SceneNode], token_text: dict | None
                        showlegend=showlegend,
                        marker=dict(size=15, color="#ffffff", symbol="diamond",
                                    line=dict(color=ACCEPT_COLOR, width=2.5)),
-                       text=[_esc(token_label(b.token, token_text, label_len))], textposition="top center",
+                       text=[esc(token_label(b.token, token_text, label_len))], textposition="top center",
                        textfont=dict(size=11, family="DejaVu Sans Mono, monospace", color=ACCEPT_COLOR),
                        hovertext=[_hover(rt, tree, b, token_text, menus, kids)], hoverinfo="text"),
         ]
@@ -168,10 +170,10 @@ def tree_figure(rt: RoundTrace, token_text: dict | None, show: str = "conditiona
     fig.add_trace(_colorbar_trace(f"{show}<br>log-prob", vmin, vmax))
     max_depth = max(nd.depth for nd in scene)
     fig.update_layout(
-        title=dict(text=_esc(f"Round {rt.round + 1} · {rt.method} · τ = {rt.accept_len} "
+        title=dict(text=esc(f"Round {rt.round + 1} · {rt.method} · τ = {rt.accept_len} "
                              f"({len(rt.accepted) - 1} accepted + bonus) · {rt.tree.num_nodes} nodes")
                    + f"<br><sup>colour: {show} score (cumulative log-prob, clipped to [{vmin:g}, {vmax:g}])</sup>"),
-        template="plotly_white", font=_FONT, height=_tree_height(scene), hovermode="closest",
+        template="plotly_white", font=FONT, height=_tree_height(scene), hovermode="closest",
         xaxis=dict(title="depth (draft position)", dtick=1, range=[-0.5, max_depth + 0.9], zeroline=False),
         yaxis=dict(visible=False, zeroline=False),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
@@ -214,18 +216,18 @@ def marginal_vs_conditional_figure(rt: RoundTrace, token_text: dict | None,
                           accepted=_walk_rows(marg, rt.committed), bonus=-1, vmin=vmin, vmax=vmax)
     fig = _two_trees(token_text, (rt, scene_c, cond, "conditional", "only in the conditional tree"),
                      (rt, scene_m, marg, "marginal", "only in the marginal tree"),
-                     (f"{_esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)}",
+                     (f"{esc(rt.method)} tree ({cond.num_nodes} nodes): accepts {fmt(n_c, exact_c)}",
                       f"marginal tree ({marg.num_nodes} nodes): would accept {fmt(n_m, exact_m)}"), vmin, vmax)
     height = max(_tree_height(scene_c), _tree_height(scene_m))
     committed = len(rt.committed)
     fig.update_layout(
         title=dict(text=f"Round {rt.round + 1}: conditional vs marginal tree on the same block"
-                        f"<br><sup>of the {committed} tokens committed this round, the {_esc(rt.method)} tree "
+                        f"<br><sup>of the {committed} tokens committed this round, the {esc(rt.method)} tree "
                         f"accepts {fmt(n_c, exact_c)} and the marginal tree would accept {fmt(n_m, exact_m)}"
                         + ("" if exact_c and exact_m else
                            " (≥: it matched every token the target produced, so it may accept more)")
                         + "</sup>"),
-        template="plotly_white", font=_FONT, height=height, hovermode="closest",
+        template="plotly_white", font=FONT, height=height, hovermode="closest",
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
         margin=dict(l=20, r=20, t=110, b=90), uirevision=f"mvc-{rt.method}")
     return fig
@@ -246,7 +248,7 @@ def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
     counts as promoted if any menu promoted it). Nodes and menu children that are not among the
     Top-M are drawn in an extra column right of rank M-1."""
     if not rt.candidates:
-        return _empty(f"Round {rt.round + 1}: no Top-M candidates were recorded for this round ({rt.method})")
+        return empty_figure(f"Round {rt.round + 1}: no Top-M candidates were recorded for this round ({rt.method})")
     tree = rt.tree
     node_tokens: dict[int, set[int]] = {}
     for i in range(1, len(tree.tokens)):
@@ -300,7 +302,7 @@ def topm_figure(rt: RoundTrace, token_text: dict | None) -> go.Figure:
         title=dict(text=f"Round {rt.round + 1}: Top-M candidates per depth (M = {m_max})"
                         "<br><sup>filled = became a node · open = not a node · x = base rank; "
                         "triangles: rank moved by the correction</sup>"),
-        template="plotly_white", font=_FONT, height=int(min(max(320, 140 + 28 * depth), 1400)),
+        template="plotly_white", font=FONT, height=int(min(max(320, 140 + 28 * depth), 1400)),
         xaxis=dict(title="base rank in the drafter's Top-M", range=[-1, m_max + 3]),
         yaxis=dict(title="depth", autorange="reversed", dtick=1),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0),
@@ -339,12 +341,12 @@ def rebuilt_figure(rt: RoundTrace, rebuilt: RoundTrace, token_text: dict | None,
     scene_r = round_scene(rebuilt, token_text, "conditional", vmin=vmin, vmax=vmax)
     fig = _two_trees(token_text, (rt, scene_a, rt.tree, "ran", "only in the tree that ran"),
                      (rebuilt, scene_r, rebuilt.tree, "rebuilt", "only in the tree that was rebuilt"),
-                     (f"ran: {_esc(rt.method)}, {rt.tree.num_nodes} nodes, accepted {len(rt.accepted) - 1}",
-                      f"rebuilt: {_esc(rebuilt.method)}, {rebuilt.tree.num_nodes} nodes"), vmin, vmax)
+                     (f"ran: {esc(rt.method)}, {rt.tree.num_nodes} nodes, accepted {len(rt.accepted) - 1}",
+                      f"rebuilt: {esc(rebuilt.method)}, {rebuilt.tree.num_nodes} nodes"), vmin, vmax)
     fig.update_layout(
         title=dict(text=f"Round {rt.round + 1}: the tree that ran vs rebuilt from the same drafts"
-                        + (f"<br><sup>{_esc(caption)}</sup>" if caption else "")),
-        template="plotly_white", font=_FONT, height=max(_tree_height(scene_a), _tree_height(scene_r)),
+                        + (f"<br><sup>{esc(caption)}</sup>" if caption else "")),
+        template="plotly_white", font=FONT, height=max(_tree_height(scene_a), _tree_height(scene_r)),
         hovermode="closest", legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, x=0.0),
         margin=dict(l=20, r=20, t=110, b=90), uirevision=f"rebuild-{rt.method}")
     return fig
