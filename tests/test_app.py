@@ -267,16 +267,16 @@ def test_no_downloads_of_a_run_that_is_still_going(app, tiny_decoder):
     ctx = SimpleNamespace(backend=backend, exports_out=[None] * 5, json_cache={})
     request = SimpleNamespace(session_hash="mid-run-exports")
     traces = {"ar": tiny_decoder.generate(PROMPT, DecodeConfig(method="ar", max_new_tokens=3))}
-    backend.queue_run("mid-run-exports")                   # Run pressed on this page
     try:
+        backend.queue_run("mid-run-exports")               # Run pressed on this page
         assert FileEvents(ctx).exports(traces, "ar", 1, "conditional", False, request) == [gr.skip()] * 5
         assert ctx.json_cache == {}
+        backend.finish_run("mid-run-exports")              # the run ended: its export makes the files
+        done = FileEvents(ctx).exports(traces, "ar", 1, "conditional", False, request)
+        doc = json.loads(Path(done[4]["value"]).read_text())
+        assert list(doc["traces"]) == ["ar"] and all(u["interactive"] for u in done[::4])
     finally:
-        backend.finish_run("mid-run-exports")
-    done = FileEvents(ctx).exports(traces, "ar", 1, "conditional", False, request)
-    doc = json.loads(Path(done[4]["value"]).read_text())
-    assert list(doc["traces"]) == ["ar"] and all(u["interactive"] for u in done[::4])
-    backend.end_session("mid-run-exports")
+        backend.end_session("mid-run-exports")             # its folder and flags, whatever happened
 
 
 def test_import_of_different_prompts_says_so(app, client, tiny_decoder, tmp_path):
