@@ -118,7 +118,7 @@ def test_drafter_without_target_replaces_the_presets_drafters(tmp_path):
     import shutil
 
     from dominotree.pairargs import add_model_args, load_pair_from_args
-    from dominotree.presets import ensure_random_tiny
+    from dominotree.models.random_tiny import ensure_random_tiny
     from dominotree.errors import UserError
 
     paths = ensure_random_tiny()

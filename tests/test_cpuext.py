@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from dominotree.models import cpuext
 from dominotree.models.fast import FastModel, _rms, _rotate_half
-from dominotree.presets import ensure_random_tiny, load_target
+from dominotree.models.random_tiny import ensure_random_tiny
+from dominotree.presets import load_target
 
 WHY = cpuext.available(verbose=False)
 pytestmark = pytest.mark.skipif(WHY is not None, reason=str(WHY))

@@ -15,7 +15,8 @@ from dominotree.models.cpuext import available as kernels_available
 from dominotree.models.fast import KVCache
 from dominotree.models.quant import int4_available
 from dominotree.models.target import cache_compact
-from dominotree.presets import ensure_random_tiny, load_pair, load_target
+from dominotree.models.random_tiny import ensure_random_tiny
+from dominotree.presets import load_pair, load_target
 from dominotree.tree import Tree, position_ids, tree_mask
 
 from oracle import ar_continuation, make_oracle

@@ -145,7 +145,7 @@ def test_the_shipped_pair_comes_back_in_two_parts(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_target():
     from transformers import AutoModelForCausalLM
-    from dominotree.presets import ensure_random_tiny
+    from dominotree.models.random_tiny import ensure_random_tiny
     return AutoModelForCausalLM.from_pretrained(ensure_random_tiny()["target"], dtype=torch.float32).eval()
 
 

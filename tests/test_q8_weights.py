@@ -110,7 +110,8 @@ def test_decoding_drafts_the_same_from_either_form(tmp_path):
     tree, scores, candidates and accepted rows are equal."""
     from dominotree.config import DecodeConfig, TreeConfig
     from dominotree.decode import Decoder
-    from dominotree.presets import ensure_random_tiny, load_pair
+    from dominotree.models.random_tiny import ensure_random_tiny
+    from dominotree.presets import load_pair
     paths = ensure_random_tiny()
     dirs = {}
     for form in ("bf16", "q8"):

@@ -41,7 +41,7 @@ ALIASES = {"math-500": "math500", "aime2025": "aime25", "lcb": "livecodebench", 
 # --- the paper's benchmarks ------------------------------------------------------------------------
 
 def dataset_cache_dir() -> Path:
-    from ..presets import cache_root
+    from ..models.smollm2 import cache_root
     return cache_root() / "datasets"
 
 

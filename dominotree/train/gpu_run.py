@@ -72,7 +72,7 @@ def load_target(folder: str, device: str, dtype: str = "bfloat16"):
 def cmd_target(a) -> dict:
     t0 = time.perf_counter()
     if a.dry_run:
-        from dominotree.presets import ensure_random_tiny
+        from dominotree.models.random_tiny import ensure_random_tiny
         folder = ensure_random_tiny()["target"]
     else:
         from dominotree.models.smollm2 import ensure_smollm2
