@@ -12,3 +12,8 @@ OTHER = "#666666"
 def method_color(name: str, trace=None) -> str:
     """The colour of method ``name`` (or of ``trace.method`` when a trace is given)."""
     return METHOD_COLORS.get(trace.method if trace is not None else name, METHOD_COLORS.get(name, OTHER))
+
+
+def hex_rgb(c: str) -> tuple[int, int, int]:
+    """``#rrggbb`` as three 0-255 integers."""
+    return int(c[1:3], 16), int(c[3:5], 16), int(c[5:7], 16)

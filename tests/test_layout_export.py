@@ -17,7 +17,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from dominotree.view import charts, export, figures, layout  # noqa: E402
+from dominotree.view import charts, export, figures, latex, layout  # noqa: E402
 from dominotree.trace import DecodeTrace, Menu, RoundTrace, counterfactual_accept  # noqa: E402
 from dominotree.tree import Tree, accept_walk, children_of  # noqa: E402
 
@@ -310,7 +310,7 @@ def test_tikz_unicode_characters_keep_specials_escaped():
     r"""Non-Latin-1 characters come out as \dtuchar{code point}{character} (the character under
     XeLaTeX/LuaLaTeX, [U+XXXX] under pdfLaTeX, both defined in the preamble) with the specials
     around them still escaped; controls, surrogates and format characters never come out raw."""
-    s = export.latex_escape("日{本}\\🙂$#%&_^~×é\u200d\u202e\ud800\x00")
+    s = latex.latex_escape("日{本}\\🙂$#%&_^~×é\u200d\u202e\ud800\x00")
     assert s == ("\\dtuchar{65E5}{日}\\{\\dtuchar{672C}{本}\\}\\textbackslash{}\\dtuchar{1F642}{🙂}\\$\\#\\%\\&\\_"
                  "\\textasciicircum{}\\textasciitilde{}\\dtuchar{00D7}{×}é{\\scriptsize[U+200D]}{\\scriptsize[U+202E]}"
                  "{\\scriptsize[U+D800]}{\\scriptsize[U+0000]}")
@@ -324,7 +324,7 @@ def test_tikz_unicode_characters_keep_specials_escaped():
     assert r"\newcommand{\dtuchar}[2]{{\scriptsize[U+#1]}}" in pre              # pdfLaTeX's fallback
     assert r"\ifdefined\XeTeXversion" in pre and r"\ifdefined\directlua" in pre and r"\usepackage{fontspec}" in pre
     assert pre.count(r"\newcommand{\dtuchar}") == 2 and r"\usepackage[T1]{fontenc}" in pre
-    assert all(f"\\dtusefont{{{f}}}" in pre for f in export.UNICODE_FONTS)
+    assert all(f"\\dtusefont{{{f}}}" in pre for f in latex.UNICODE_FONTS)
 
 
 def _have_latex(engine="pdflatex"):

@@ -8,7 +8,7 @@ import textwrap
 from xml.sax.saxutils import escape
 
 from .costpanel import SPEEDUP_LINES, CostPanel, captions
-from .export import _tikz_rgb, latex_escape
+from .latex import latex_escape, tikz_preamble, tikz_rgb
 from ..colors import method_color
 
 W, H, PAD = 420, 300, 48        # one chart's box and its axis margin, px
@@ -69,7 +69,6 @@ def cost_svg(panel: CostPanel) -> str:
 
 def cost_tikz(panel: CostPanel) -> str:
     """Both charts as one standalone TikZ picture (pdflatex), the captions below."""
-    from .export import tikz_preamble
     body = []
     for k, (title, series, xmax, ymax) in enumerate(_charts(panel)):
         ox = k * 8.0
@@ -82,7 +81,7 @@ def cost_tikz(panel: CostPanel) -> str:
             body.append(f"\\draw[black!50{', dashed' if s != 1 else ''}] ({ox},0) -- ({ox + xe * sx:.3f},{s * xe * sy:.3f}) "
                         f"node[right, font=\\tiny] {{{s:g}x}};")
         for method, pts, cost, tau in series:
-            col = _tikz_rgb(method_color(method))
+            col = tikz_rgb(method_color(method))
             body += [f"\\fill[color={col}, opacity=0.5] ({ox + x * sx:.3f},{y * sy:.3f}) circle (1.2pt);" for x, y in pts]
             body.append(f"\\node[color={col}, font=\\scriptsize] at ({ox + cost * sx:.3f},{tau * sy:.3f}) "
                         f"{{$\\times$ {latex_escape(method)}}};")

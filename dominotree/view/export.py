@@ -18,7 +18,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from xml.sax.saxutils import escape as _xml_escape
 
+from .latex import latex_escape, tikz_preamble, tikz_rgb
 from .layout import char_cells, token_label, tree_layout
+from ..colors import hex_rgb
 from ..trace import DecodeTrace, RoundTrace
 from ..tree import Tree
 
@@ -37,17 +39,13 @@ _MONO = "DejaVu Sans Mono, Menlo, Consolas, Noto Color Emoji, Apple Color Emoji,
 _SANS = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
 
-def _hex(c: str) -> tuple[int, int, int]:
-    return int(c[1:3], 16), int(c[3:5], 16), int(c[5:7], 16)
-
-
 def score_color(value: float, vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1]) -> str:
     """Viridis colour of a log-prob, clipped to [vmin, vmax] (NaN -> the low end)."""
     t = 0.0 if not math.isfinite(value) or vmax <= vmin else (value - vmin) / (vmax - vmin)
     t = min(max(t, 0.0), 1.0) * (len(VIRIDIS) - 1)
     i = min(int(t), len(VIRIDIS) - 2)
     f = t - i
-    a, b = _hex(VIRIDIS[i]), _hex(VIRIDIS[i + 1])
+    a, b = hex_rgb(VIRIDIS[i]), hex_rgb(VIRIDIS[i + 1])
     return "#%02x%02x%02x" % tuple(round(x + (y - x) * f) for x, y in zip(a, b))
 
 
@@ -56,7 +54,7 @@ def text_color(fill: str) -> str:
     def lin(c):
         c /= 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-    r, g, b = (lin(c) for c in _hex(fill))
+    r, g, b = (lin(c) for c in hex_rgb(fill))
     return "#000000" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.18 else "#ffffff"
 
 
@@ -256,78 +254,6 @@ def round_pdf(svg: str) -> bytes:
 
 # ------------------------------------------------------------------------------------- TikZ
 
-_LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
-          "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%",
-          "~": r"\textasciitilde{}", "<": r"\textless{}", ">": r"\textgreater{}",
-          "|": r"\textbar{}", '"': r"\textquotedbl{}", "-": "-{}", "[": "{[}", "]": "{]}",
-          "␣": r"\textvisiblespace{}", "⏎": r"\ensuremath{\hookleftarrow}",
-          "⇥": r"\ensuremath{\rightarrow}", "…": r"\ldots{}", "∅": r"\ensuremath{\emptyset}",
-          "·": r"\textperiodcentered{}", "τ": r"\ensuremath{\tau}", "≤": r"\ensuremath{\leq}"}
-
-
-# fonts a Unicode engine tries, in order, for a character the document's font lacks (the first
-# installed ones that have it); more can be added in the file's preamble with \dtusefont{Name}
-UNICODE_FONTS = ("DejaVu Sans Mono", "Noto Sans Mono CJK SC", "Noto Sans CJK SC", "Source Han Sans SC",
-                 "Droid Sans Fallback", "WenQuanYi Micro Hei Mono", "WenQuanYi Zen Hei Mono", "DejaVu Sans",
-                 "Noto Emoji", "Symbola", "FreeSerif")
-_NEVER_RAW = ("Cc", "Cs", "Cf", "Zl", "Zp")   # controls, surrogates, format marks: only ever as [U+XXXX]
-
-
-def latex_escape(s: str) -> str:
-    """Escape text for a LaTeX label in a ``round_tikz`` document. ASCII specials are escaped;
-    Latin-1 letters pass through (utf8 input is LaTeX's default); any other printable character
-    becomes ``\\dtuchar{XXXX}{c}``: the character itself under XeLaTeX or LuaLaTeX when a font
-    has it, else ``[U+XXXX]`` (always under pdfLaTeX, which needs no Unicode font set up).
-    Controls, surrogates and format characters are only ever written as ``[U+XXXX]``."""
-    import unicodedata
-    out = []
-    for ch in s:
-        o = ord(ch)
-        if ch in _LATEX:
-            out.append(_LATEX[ch])
-        elif 0x20 <= o < 0x7F:
-            out.append(ch)
-        elif 0xC0 <= o <= 0xFF and o not in (0xD7, 0xF7):
-            out.append(ch)
-        elif unicodedata.category(ch) in _NEVER_RAW:
-            out.append(f"{{\\scriptsize[U+{o:04X}]}}")
-        else:
-            out.append(f"\\dtuchar{{{o:04X}}}{{{ch}}}")
-    return "".join(out)
-
-
-def tikz_preamble() -> list[str]:
-    """The lines after ``\\documentclass``: T1 fonts under pdfLaTeX, fontspec under XeLaTeX and
-    LuaLaTeX, and ``\\dtuchar{hex}{char}`` for the characters ``latex_escape`` cannot write in
-    T1: ``[U+hex]`` under pdfLaTeX; under a Unicode engine the character in the current font or
-    the first of ``UNICODE_FONTS`` that has it, else ``[U+hex]``."""
-    return [r"\ifdefined\XeTeXversion\let\dtunicode\relax\fi",
-            r"\ifdefined\directlua\let\dtunicode\relax\fi",
-            r"\ifdefined\dtunicode",
-            r"  \usepackage{fontspec}",
-            r"  \newcount\dtnfonts \newcount\dtk \newcount\dthit",
-            r"  \newcommand{\dtusefont}[1]{\IfFontExistsTF{#1}{\global\advance\dtnfonts 1 %",
-            r"    \expandafter\newfontfamily\csname dtf\number\dtnfonts\endcsname{#1}}{}}",
-            *(f"  \\dtusefont{{{f}}}" for f in UNICODE_FONTS),
-            r"  \newcommand{\dtfind}[1]{\global\dthit=0 \dtk=0 %",
-            r"    \loop\ifnum\dtk<\dtnfonts \advance\dtk 1 %",
-            r'      {\csname dtf\number\dtk\endcsname\iffontchar\font"#1\relax\global\dthit=\dtk\fi}%',
-            r"      \ifnum\dthit>0 \dtk=\dtnfonts\fi",
-            r"    \repeat}",
-            r'  \newcommand{\dtuchar}[2]{\iffontchar\font"#1\relax #2\else\dtfind{#1}\dtput{#1}{#2}\fi}',
-            r"  \newcommand{\dtput}[2]{\ifnum\dthit>0 {\csname dtf\number\dthit\endcsname #2}"
-            r"\else{\scriptsize[U+#1]}\fi}",
-            r"\else",
-            r"  \usepackage[T1]{fontenc}",
-            r"  \newcommand{\dtuchar}[2]{{\scriptsize[U+#1]}}",
-            r"\fi"]
-
-
-def _tikz_rgb(c: str) -> str:
-    r, g, b = _hex(c)
-    return f"{{rgb,255:red,{r};green,{g};blue,{b}}}"
-
-
 def round_tikz(rt: RoundTrace, token_text: dict | None, show: str = "conditional",
                vmin: float = SCORE_RANGE[0], vmax: float = SCORE_RANGE[1],
                max_label: int = 12, title: str | None = None) -> str:
@@ -339,9 +265,9 @@ def round_tikz(rt: RoundTrace, token_text: dict | None, show: str = "conditional
 
     nodes = round_scene(rt, token_text, show, vmin=vmin, vmax=vmax, max_label=max_label)
     g = nx.DiGraph()
-    accept = _tikz_rgb(ACCEPT_COLOR)
+    accept = tikz_rgb(ACCEPT_COLOR)
     for nd in nodes:
-        style = [f"fill={_tikz_rgb(nd.fill)}", f"text={_tikz_rgb(text_color(nd.fill))}"]
+        style = [f"fill={tikz_rgb(nd.fill)}", f"text={tikz_rgb(text_color(nd.fill))}"]
         if nd.bonus:
             style += [f"draw={accept}", "dashed", "line width=0.8pt"]
         elif nd.accepted:
