@@ -309,7 +309,7 @@ def test_shards_limits_the_data_to_the_first_shards(tmp_path):
 def test_split_stage_keeps_the_earlier_held_out_and_trains_on_new_shards(tmp_path):
     """A later stage on more shards: ``heldout_shards`` K gives exactly the held-out set a run on
     the first K shards had (none of it trained on), ``train_from_shard`` S trains only on shard S
-    and later; impossible shard numbers are clear errors."""
+    and later, ``train_to_shard`` E only before E; impossible shard numbers are clear errors."""
     from dominotree.train.data import split_heldout, split_stage
     for i in range(6):
         recs = [{"id": f"s{i}-{j}", "prompt_len": 2, "ids": [1, 5, 100 * i + j, 7, 8, 9]} for j in range(20)]
@@ -328,6 +328,16 @@ def test_split_stage_keeps_the_earlier_held_out_and_trains_on_new_shards(tmp_pat
     for bad in (-1, 6):
         with pytest.raises(SystemExit, match="train-from-shard"):
             split_stage(seqs, 6, 0, train_from_shard=bad)
+    # a range: exactly the sequences a stage on shards 3-4 had before shard 5 was added, same order
+    five = read_data(tmp_path, shards=5)
+    before = split_stage(five, 6, 0, heldout_shards=3, train_from_shard=3)
+    after = split_stage(seqs, 6, 0, heldout_shards=3, train_from_shard=3, train_to_shard=5)
+    assert [s.key for s in after[0]] == [s.key for s in before[0]]
+    assert [s.key for s in after[1]] == [s.key for s in before[1]]
+    assert sorted({s.shard for s in after[0]}) == [3, 4]
+    for lo, hi in ((3, 3), (3, 2), (0, 7)):
+        with pytest.raises(SystemExit, match="train-to-shard"):
+            split_stage(seqs, 6, 0, train_from_shard=lo, train_to_shard=hi)
 
 
 def test_skip_seqs_leaves_out_the_start_of_the_first_epoch(tiny, tmp_path):

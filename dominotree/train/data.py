@@ -97,19 +97,26 @@ def split_heldout(seqs: list[Seq], n_eval: int, seed: int) -> tuple[list[Seq], l
 
 
 def split_stage(seqs: list[Seq], n_eval: int, seed: int, heldout_shards: int | None = None,
-                train_from_shard: int = 0) -> tuple[list[Seq], list[Seq]]:
+                train_from_shard: int = 0, train_to_shard: int | None = None) -> tuple[list[Seq], list[Seq]]:
     """(train, held-out) for a training stage on ``seqs`` (from ``read_data``).
 
     ``heldout_shards`` K: the held-out set is the one a run on the first K shards had (so a later
     stage on more data is judged on the same sequences, none of them trained on);
     ``train_from_shard`` S: train only on the sequences of shard S and later (data earlier stages
-    never saw). Neither: ``split_heldout`` of all of ``seqs``."""
-    if heldout_shards is None and not train_from_shard:
+    never saw); ``train_to_shard`` E: and only before shard E, so a stage trains on the same
+    sequences, in the same order, as an earlier one did before more shards were added (its
+    ``--skip-seqs`` then still leaves out what that one saw). None of them: ``split_heldout`` of
+    all of ``seqs``."""
+    if heldout_shards is None and not train_from_shard and train_to_shard is None:
         return split_heldout(seqs, n_eval, seed)
     n_shards = seqs[-1].shard + 1
     if not 0 <= train_from_shard < n_shards:
         raise SystemExit(f"error: --train-from-shard {train_from_shard}, but the data has {n_shards} shards")
+    end = n_shards if train_to_shard is None else train_to_shard
+    if not train_from_shard < end <= n_shards:
+        raise SystemExit(f"error: --train-to-shard {train_to_shard} must be above --train-from-shard "
+                         f"{train_from_shard} and at most the {n_shards} shards the data has")
     first = seqs if heldout_shards is None else [s for s in seqs if s.shard < heldout_shards]
     held = split_heldout(first, n_eval, seed)[1]
     out = {s.key for s in held}
-    return [s for s in seqs if s.shard >= train_from_shard and s.key not in out], held
+    return [s for s in seqs if train_from_shard <= s.shard < end and s.key not in out], held

@@ -138,6 +138,8 @@ def parse_args(argv):
                          "did (so a later stage on more data is evaluated on the same sequences, none trained on)")
     ap.add_argument("--train-from-shard", type=int, default=0, metavar="S",
                     help="train only on shards S and later (name order): data that earlier stages never saw")
+    ap.add_argument("--train-to-shard", type=int, default=None, metavar="E",
+                    help="and only on shards before E: an earlier stage's sequences and order after shards were added")
     ap.add_argument("--resume", action="store_true",
                     help="continue the run saved in --state: same schedule, same sequence order, same randomness "
                          "(automatic when the --state file exists, unless --no-auto-resume)")
@@ -196,10 +198,10 @@ def main(argv: list[str] | None = None, dist=None) -> int:
     target.requires_grad_(False)
 
     seqs = read_data(a.data, shards=a.shards)
-    train, held = split_stage(seqs, a.n_eval, a.seed, a.heldout_shards, a.train_from_shard)
-    if a.heldout_shards is not None or a.train_from_shard:
+    train, held = split_stage(seqs, a.n_eval, a.seed, a.heldout_shards, a.train_from_shard, a.train_to_shard)
+    if a.heldout_shards is not None or a.train_from_shard or a.train_to_shard is not None:
         log(f"held-out from the first {a.heldout_shards or 'all'} shards; training on shards "
-            f"{a.train_from_shard} and later")
+            f"{a.train_from_shard} and later" + (f", before {a.train_to_shard}" if a.train_to_shard is not None else ""))
     n_mask = sum(int((s.ids[s.prompt_len:] == a.mask_token_id).sum()) for s in seqs)
     if n_mask:
         log(f"warning: mask token {a.mask_token_id} occurs {n_mask} times in the answers")
