@@ -2,7 +2,7 @@
 
 Job kinds (``KIND_MIX``):
 - ``template``: a short request of ``prompts.training_prompts`` (chat, math, code);
-- ``long``: a multi-step math or code request of ``prompts_long``;
+- ``long``: a multi-step math or code request of ``prompts.long``;
 - ``self``: the target writes a request from the opening of a user turn (``selfprompt``), which
   is cleaned, checked against the evaluation prompts, and then answered;
 - ``multiturn``: a template request answered, then a follow-up turn answered; the record's
@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from dominotree.train import prompts_long
+from dominotree.train.prompts import long as prompts_long
 from dominotree.train.overlap import EvalIndex
 from dominotree.train.prompts import CATEGORIES, load_eval, training_prompts
 

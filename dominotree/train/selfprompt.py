@@ -1,5 +1,5 @@
 """Requests the target writes itself: the chat template up to the opening of a user turn, plus an
-optional first word or two (``prompts_long.SELF_OPENERS``), continued by sampling until the
+optional first word or two (``prompts.long.SELF_OPENERS``), continued by sampling until the
 turn ends. The cleaned request is then answered like any other prompt.
 
 This broadens the prompt mix toward what the target itself finds natural to be asked, which is

@@ -1,4 +1,5 @@
-"""More training requests for self-distillation, beyond ``prompts.py``'s short templates:
+"""More training requests for self-distillation, beyond the short templates of ``chat``,
+``word_problems`` and ``code_requests``:
 
 - ``long_math``: multi-step word problems (three to five operations, several quantities);
 - ``long_code``: programs with several requirements (input checks, a docstring, tests);
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import random
 
-from dominotree.train.prompts import ITEMS, NAMES, PY_FUNCS, SHOP_ITEMS, _money
+from dominotree.train.prompts.code_requests import PY_FUNCS
+from dominotree.train.prompts.word_problems import ITEMS, NAMES, SHOP_ITEMS, money
 
 LANGS = ["Python", "Python", "Python", "JavaScript", "Java", "C", "Go", "Rust"]
 
@@ -30,8 +32,8 @@ def long_math(rng: random.Random) -> str:
     if kind == 1:
         s1, s2, s3 = rng.sample(SHOP_ITEMS, 3)
         n1, n2, n3, pct = r(2, 6), r(2, 5), r(1, 4), rng.choice([5, 10, 15, 20])
-        return (f"{name} buys {n1} {s1[1]} at {_money(rng, 2, 9)} each, {n2} {s2[1]} at "
-                f"{_money(rng, 3, 15)} each and {n3} {s3[1]} at {_money(rng, 5, 20)} each. "
+        return (f"{name} buys {n1} {s1[1]} at {money(rng, 2, 9)} each, {n2} {s2[1]} at "
+                f"{money(rng, 3, 15)} each and {n3} {s3[1]} at {money(rng, 5, 20)} each. "
                 f"There is a {pct}% discount on the whole order and then a $4 delivery fee. "
                 f"What is the final cost? Show your work step by step.")
     if kind == 2:

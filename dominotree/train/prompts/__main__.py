@@ -1,0 +1,3 @@
+from dominotree.train.prompts import main
+
+main()
