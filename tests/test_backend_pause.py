@@ -26,11 +26,11 @@ def _job(tiny_decoder) -> be.Job:
 def test_no_round_runs_while_the_page_draws(tiny_decoder):
     job = _job(tiny_decoder)
     held = []
-    for snap, _ in be.wait_loop(job):
+    for snap, silent in be.wait_loop(job):
         if job.done.is_set():
             break
-        if job.resume.is_set():       # a heartbeat while the worker computes (e.g. a first-use kernel build)
-            continue
+        if silent > 0 or job.resume.is_set():   # a heartbeat while the worker computes (e.g. a first-use
+            continue                            # kernel build): a fresh snapshot has silent == 0
         version, rounds = job.version, len(snap.rounds)
         time.sleep(0.05)                                 # the page draws; the worker must wait
         assert job.version == version and len(job.latest.rounds) == rounds
@@ -92,6 +92,8 @@ def test_a_heartbeat_between_pause_and_snapshot_does_not_release_the_worker():
         def __init__(self):
             self.resume, self.done, self.stop = threading.Event(), threading.Event(), threading.Event()
             self.latest, self.version = "prefill", 1     # paused at its first snapshot
+            self.mutex = threading.Lock()                # held by wait_loop while it reads; this worker
+                                                         # (unlike Job's) publishes without it
 
         def wait(self, timeout):
             time.sleep(min(timeout, 0.01))

@@ -123,6 +123,9 @@ class Job:
         self.resume.set()
         self.interval = interval          # seconds between page updates (a callable); None: no pauses
         self.shown = float("-inf")        # when the worker last paused for the page
+        # the worker's pause, snapshot, version and done change together under this lock, and
+        # wait_loop reads them together: it never pairs "not paused" with a snapshot paused for
+        self.mutex = threading.Lock()
 
     def _snapshot(self, trace: DecodeTrace) -> None:
         text = dict(trace.token_text)
@@ -133,13 +136,15 @@ class Job:
         trace.token_text = text
         interval = self.interval
         pause = interval is not None and time.perf_counter() - self.shown >= interval()
-        if pause:                 # before the snapshot is published: whoever sees it sees the pause
-            self.resume.clear()
-            if self.drawn is not None:
-                self.drawn.clear()
-        self.latest = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
-                                          token_text=dict(text))
-        self.version += 1
+        snap = dataclasses.replace(trace, rounds=list(trace.rounds), token_ids=list(trace.token_ids),
+                                   token_text=dict(text))
+        with self.mutex:          # whoever sees the snapshot sees the pause
+            if pause:
+                self.resume.clear()
+                if self.drawn is not None:
+                    self.drawn.clear()
+            self.latest = snap
+            self.version += 1
         if pause:
             self.updated.set()
             self.resume.wait(PAUSE_LIMIT_S)    # Gradio sends this round (off the decoder's clock)
@@ -152,8 +157,10 @@ class Job:
             with self.lock:
                 self.result = live.generate(self.decoder, self.prompt, self.cfg, should_stop=self.stop.is_set,
                                             on_round=self._snapshot)
-            self.latest = self.result
-            self.version += 1
+            with self.mutex:
+                self.latest = self.result
+                self.version += 1
+                self.done.set()
         except BaseException as e:  # reported to the UI thread, which shows it
             self.error = e
         finally:
@@ -328,9 +335,9 @@ def wait_loop(job: Job, heartbeat: float = 3.0):
     try:
         while True:
             job.wait(min(interval(), heartbeat))
-            done = job.done.is_set()
-            paused = not job.resume.is_set()
-            version = job.version
+            with job.mutex:
+                done, paused = job.done.is_set(), not job.resume.is_set()
+                version, snap = job.version, job.latest
             now = time.perf_counter()
             if version != seen:
                 news = now
@@ -341,9 +348,9 @@ def wait_loop(job: Job, heartbeat: float = 3.0):
             fresh = version != seen and (done or paused)
             # a heartbeat only while the worker computes: paused with nothing new is the moment
             # between its pause and its snapshot, and a stale heartbeat must not release the pause
-            if job.latest is not None and (fresh or (now - last >= heartbeat and not paused)):
+            if snap is not None and (fresh or (now - last >= heartbeat and not paused)):
                 seen, last = version, now
-                yield job.latest, silent
+                yield snap, silent
                 if paused and fresh:
                     job.resume.set()
             if done:
