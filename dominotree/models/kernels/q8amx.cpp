@@ -88,7 +88,9 @@ void config_hw() {
   cfg.rows[0] = AMX_ROWS; cfg.colsb[0] = 32;       // tmm0: A, 16 rows x 32 bytes
   cfg.rows[1] = 8;        cfg.colsb[1] = 64;       // tmm1: B, 8 rows x 64 bytes
   cfg.rows[2] = AMX_ROWS; cfg.colsb[2] = 64;       // tmm2: C, 16 rows x 16 int32
-  _tile_loadconfig(&cfg);
+  // not _tile_loadconfig: gcc 12's declares a read of 8 bytes only, so the stores to rows and colsb
+  // above were dropped as dead and the tiles stayed unconfigured (SIGILL on the first tileloadd)
+  asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
 void dot_hw(const uint8_t* A, const int8_t* B, int32_t* C) {
