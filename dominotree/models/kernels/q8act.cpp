@@ -346,24 +346,23 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& codes, const at::Tenso
   const int64_t Mp = (on_amx + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
   at::Tensor xa;        // nothing allocated off the AMX path
   if (on_amx) {
-    xa = at::empty({nb * Mp * 32}, x.options().dtype(at::kByte));
-    amx_activations(a, Mp, xa.data_ptr<uint8_t>());
+    xa = at::empty({nb * Mp * 32}, x.options().dtype(at::kChar));
+    amx_activations(a, Mp, xa.data_ptr<int8_t>());
   }
-  const uint8_t* xap = on_amx ? xa.data_ptr<uint8_t>() : nullptr;
+  const int8_t* xap = on_amx ? xa.data_ptr<int8_t>() : nullptr;
   const uint8_t* cp = codes.data_ptr<uint8_t>();
   const Scale* sp = dm.data_ptr<Scale>();
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<int8_t> scratch;
-    std::vector<int32_t> wsums;
-    if (on_amx) scratch.resize(nb * AMX_B_BYTES), wsums.resize(nb * LANES);
+    if (on_amx) scratch.resize(nb * AMX_B_BYTES);
     if (on_amx && !emulate) amx_begin();
     for (int64_t t = t0; t < t1; ++t) {
       const Tile<Q4> tile{cp + t * nb * Tile<Q4>::CODE_BYTES, sp + t * nb * Tile<Q4>::SCALES * LANES};
       const int64_t valid = std::min(LANES, n_out - t * LANES);
       if (on_amx)
         amx_tile_rows<Q4>(emulate, tile, a, xap, Mp, 0, on_amx, yp, n_out, t * LANES, valid,
-                          scratch.data(), wsums.data());
+                          scratch.data());
       if (on_amx < M) tile_rows<Q4>(rest_isa, tile, a, on_amx, M - on_amx, yp, n_out, t * LANES, valid);
     }
     if (on_amx && !emulate) amx_end();

@@ -49,17 +49,17 @@ constexpr int64_t AMX_B_BYTES = 8 * 64;          // one block's weights as tdpbu
 // (arch_prctl ARCH_REQ_XCOMP_PERM), 2: usable. Asks Linux once, on the first call.
 int64_t amx_support();
 
-// x's blocks as AMX's A tiles: [nb, Mp, 32] uint8 holding q + 128 (Mp: M rounded up to 16; the
-// padding rows hold 128)
-void amx_activations(const Act& a, int64_t Mp, uint8_t* xa);
+// x's blocks as AMX's A tiles: [nb, Mp, 32] int8, each row's codes q in input order (Mp: M rounded
+// up to 16; the padding rows hold 0)
+void amx_activations(const Act& a, int64_t Mp, int8_t* xa);
 
 // Rows r0 .. r0 + rows of one weight tile, in AMX row tiles of 16 (the last one partial).
 // emulate: the tile instructions and the float part in portable C++ (any CPU; the tests' check of
 // the layouts), else the hardware (amx_support() == 2, between amx_begin() and amx_end() on this
-// thread). scratch: nb * AMX_B_BYTES bytes, sums: nb * 16 int32.
+// thread). scratch: nb * AMX_B_BYTES bytes.
 template <bool Q4>
-void amx_tile_rows(bool emulate, const Tile<Q4>& t, const Act& a, const uint8_t* xa, int64_t Mp, int64_t r0,
-                   int64_t rows, float* y, int64_t N, int64_t n0, int64_t valid, int8_t* scratch, int32_t* sums);
+void amx_tile_rows(bool emulate, const Tile<Q4>& t, const Act& a, const int8_t* xa, int64_t Mp, int64_t r0,
+                   int64_t rows, float* y, int64_t N, int64_t n0, int64_t valid, int8_t* scratch);
 
 void amx_begin();   // this thread's tile configuration (ldtilecfg)
 void amx_end();     // tilerelease
