@@ -289,7 +289,7 @@ def test_attention_fast_path_is_the_one_key_chain_bit_for_bit(dtype, hd):
     head sizes that are multiples of 64) gives every row the bits of the plain chain that takes one
     key at a time (``attention_reference``), for every mask kind and key count."""
     att, ref = torch.ops.dominotree_attn.attention, torch.ops.dominotree_attn.attention_reference
-    for n, start in [(1, 0), (1, 7), (3, 13), (9, 41), (17, 256)]:
+    for n, start in [(1, 0), (1, 7), (3, 13), (9, 41), (17, 256), (33, 100)]:
         q, kv = _qkv(nh=9, nkv=3, hd=hd, cap=start + n + 3, n=n, start=start, seed=n + start)
         q, kv = q.to(dtype), kv.to(dtype)
         L = start + n

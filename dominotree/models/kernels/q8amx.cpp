@@ -122,7 +122,8 @@ inline void chain_hw(const int32_t* C, const typename Tile<Q4>::Scale* dm, const
 // C tiles stored long enough ago, while the tile unit works on the next ones
 template <bool Q4, int RT>
 __attribute__((noinline)) void rows_hw(const int8_t* bt, const Tile<Q4>& t, const Act& a, const int8_t* xa,
-                                       int64_t Mp, int64_t rt, float* y, int64_t N, int64_t n0, int64_t valid) {
+                                       int64_t Mp, int64_t rt, float* y, int64_t N, int64_t n0, int64_t valid,
+                                       bool ahead) {
   constexpr int64_t LAG = 2;
   __m512 acc[RT];
   for (int r = 0; r < RT; ++r) acc[r] = _mm512_setzero_ps();
@@ -132,7 +133,18 @@ __attribute__((noinline)) void rows_hw(const int8_t* bt, const Tile<Q4>& t, cons
     chain_hw<Q4, RT>(C[b & 3], t.dm + b * Tile<Q4>::SCALES * LANES, a.d + b * a.M + rt, a.s + b * a.M + rt, acc);
   };
   int64_t b = 0;
+  // the next weight tile's codes and scales (contiguous after this one's; a prefetch never faults)
+  // are fetched while this one computes, so that its unpacking does not wait for memory
+  const char* next_codes = reinterpret_cast<const char*>(t.codes + nb * Tile<Q4>::CODE_BYTES);
+  const char* next_scales = reinterpret_cast<const char*>(t.dm + nb * Tile<Q4>::SCALES * LANES);
+  constexpr int64_t SCALE_BYTES = Tile<Q4>::SCALES * LANES * sizeof(typename Tile<Q4>::Scale);
   for (; b + 1 < nb; b += 2) {
+    if (ahead) {
+      for (int64_t off = 0; off < 2 * Tile<Q4>::CODE_BYTES; off += 64)
+        _mm_prefetch(next_codes + b * Tile<Q4>::CODE_BYTES + off, _MM_HINT_T0);
+      _mm_prefetch(next_scales + b * SCALE_BYTES, _MM_HINT_T0);
+      _mm_prefetch(next_scales + (b + 1) * SCALE_BYTES, _MM_HINT_T0);
+    }
     _tile_loadd(0, xa + (b * Mp + rt) * 32, 32);
     _tile_loadd(1, bt + b * AMX_B_BYTES, 64);
     _tile_zero(2);
@@ -165,9 +177,9 @@ __attribute__((noinline)) void rows_hw(const int8_t* bt, const Tile<Q4>& t, cons
 // rows_hw<Q4, rows> for a row count 1..16 known only at run time
 template <bool Q4, int RT = AMX_ROWS>
 inline void rows_hw_n(int rows, const int8_t* bt, const Tile<Q4>& t, const Act& a, const int8_t* xa, int64_t Mp,
-                      int64_t rt, float* y, int64_t N, int64_t n0, int64_t valid) {
-  if (rows == RT) rows_hw<Q4, RT>(bt, t, a, xa, Mp, rt, y, N, n0, valid);
-  else if constexpr (RT > 1) rows_hw_n<Q4, RT - 1>(rows, bt, t, a, xa, Mp, rt, y, N, n0, valid);
+                      int64_t rt, float* y, int64_t N, int64_t n0, int64_t valid, bool ahead) {
+  if (rows == RT) rows_hw<Q4, RT>(bt, t, a, xa, Mp, rt, y, N, n0, valid, ahead);
+  else if constexpr (RT > 1) rows_hw_n<Q4, RT - 1>(rows, bt, t, a, xa, Mp, rt, y, N, n0, valid, ahead);
 }
 
 // every block of one weight tile as B tiles: Q4_1's part p gives B rows 2p (its low nibbles, the
@@ -232,7 +244,7 @@ void amx_tile_rows(bool emulate, const Tile<Q4>& t, const Act& a, const int8_t* 
   for (int64_t rt = r0; rt < r0 + rows; rt += AMX_ROWS) {
     const int n = static_cast<int>(std::min<int64_t>(AMX_ROWS, r0 + rows - rt));
     if (emulate) rows_emulated<Q4>(scratch, t, a, xa, Mp, rt, n, y, N, n0, valid);
-    else rows_hw_n<Q4>(n, scratch, t, a, xa, Mp, rt, y, N, n0, valid);
+    else rows_hw_n<Q4>(n, scratch, t, a, xa, Mp, rt, y, N, n0, valid, rt == r0);
   }
 }
 
