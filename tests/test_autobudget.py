@@ -496,13 +496,14 @@ def test_calibrate_on_your_own_prompts(cli, tmp_path, monkeypatch):
 
 
 def test_costs_measured_with_the_amx_path_on_are_other_costs(monkeypatch):
-    """Turning the AMX path on (``DOMINOTREE_AMX=1``) changes what a wide verify costs: the kernels'
+    """Turning the AMX path on (the default on AMX CPUs) changes what a wide verify costs: the kernels'
     id says so, and files measured with it off do not fit (and the other way round)."""
     from dominotree.auto.files import not_made_here
     from dominotree.machine import hardware_info
     from dominotree.models import cpuext
     if cpuext.available(verbose=False) is not None:
         pytest.skip("the C++ kernels are not built here")
+    monkeypatch.setattr(cpuext, "amx_min_rows", lambda: 0)        # off (it is on by default on AMX CPUs)
     off = {"hardware": hardware_info("cpu"), "weights": "int4-q8", "dtype": "float32"}
     assert "-amx" not in off["hardware"]["kernels"]
     monkeypatch.setattr(cpuext, "amx_min_rows", lambda: 5)

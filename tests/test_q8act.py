@@ -136,8 +136,7 @@ def test_bad_inputs_are_clear_errors():
 
 AMX_EMULATED, AMX = 4, 3
 AMX_WHY = None if WHY is not None else quantcpu.amx_why()
-needs_amx = pytest.mark.skipif(AMX_WHY is not None, reason=f"the AMX-INT8 path cannot run here: {AMX_WHY}; "
-                               "it stays off by default until these tests and its benchmark ran on an AMX CPU")
+needs_amx = pytest.mark.skipif(AMX_WHY is not None, reason=f"the AMX-INT8 path cannot run here: {AMX_WHY}")
 
 
 def _amx_cases():
@@ -197,15 +196,18 @@ def test_amx_rows_do_not_depend_on_threads():
         torch.set_num_threads(threads)
 
 
-def test_amx_is_off_by_default_and_says_why_it_cannot_run(monkeypatch):
-    """Off unless DOMINOTREE_AMX=1; where the CPU has no AMX, turning it on says why and changes
-    nothing; a bad setting is a clear error."""
+def test_amx_is_on_where_the_cpu_runs_it_and_says_why_it_cannot(monkeypatch):
+    """On by default where the CPU runs it (``DOMINOTREE_AMX`` unset or ``auto``, from
+    ``AMX_MIN_ROWS`` rows), off with ``DOMINOTREE_AMX=0``; where the CPU has no AMX, turning it on
+    says why and changes nothing; a bad setting is a clear error that changes nothing."""
     import os
 
     from dominotree.models import cpuext
     before = quantcpu.amx_min_rows()
-    if os.environ.get("DOMINOTREE_AMX", "0") == "0":
+    if os.environ.get("DOMINOTREE_AMX", "auto") == "0" or AMX_WHY is not None:
         assert before == 0
+    elif "DOMINOTREE_AMX_MIN_ROWS" not in os.environ:
+        assert before == cpuext.AMX_MIN_ROWS == 5
     try:
         if AMX_WHY is not None:
             assert quantcpu.set_amx(5) == AMX_WHY and quantcpu.amx_min_rows() == 0
@@ -214,12 +216,20 @@ def test_amx_is_off_by_default_and_says_why_it_cannot_run(monkeypatch):
         assert quantcpu.set_amx(0) is None and quantcpu.amx_min_rows() == 0
         with pytest.raises(ValueError, match="min_rows"):
             quantcpu.set_amx(-1)
+        for env, want in (({"DOMINOTREE_AMX": "auto", "DOMINOTREE_AMX_MIN_ROWS": "7"}, 7),
+                          ({"DOMINOTREE_AMX": "0"}, 0), ({"DOMINOTREE_AMX": "1", "DOMINOTREE_AMX_MIN_ROWS": "3"}, 3)):
+            monkeypatch.delenv("DOMINOTREE_AMX_MIN_ROWS", raising=False)
+            for k, v in env.items():
+                monkeypatch.setenv(k, v)
+            cpuext._amx_from_env()
+            assert quantcpu.amx_min_rows() == (0 if AMX_WHY is not None else want), env
         for env in ({"DOMINOTREE_AMX": "yes"}, {"DOMINOTREE_AMX": "1", "DOMINOTREE_AMX_MIN_ROWS": "0"}):
             for k, v in env.items():
                 monkeypatch.setenv(k, v)
+            now = quantcpu.amx_min_rows()
             with pytest.raises(ValueError, match="DOMINOTREE_AMX"):
                 cpuext._amx_from_env()
-            assert quantcpu.amx_min_rows() == 0
+            assert quantcpu.amx_min_rows() == now
     finally:
         quantcpu.set_amx(before)
 

@@ -3,8 +3,9 @@
 - ``kernels/quant.cpp``: 4-bit (Q4_1) weight products with float32 activations (``quantcpu``);
 - ``kernels/q8act.cpp``: 4-bit (Q4_1) and 8-bit (Q8_0) weights times 8-bit activation blocks in
   integer dot products (AVX-512 VNNI where the CPU has it, else AVX2; ``quantcpu``, ``int4-q8``),
-  and ``kernels/q8amx.cpp``, its AMX-INT8 path: off unless ``DOMINOTREE_AMX=1`` on a CPU with
-  AMX-INT8 (``amx_why``); ``DOMINOTREE_AMX_MIN_ROWS`` (default 5) is the fewest rows it takes;
+  and ``kernels/q8amx.cpp``, its AMX-INT8 path: on where the CPU has AMX-INT8 and Linux grants
+  the tile state (``amx_why``), ``DOMINOTREE_AMX=0`` turns it off; ``DOMINOTREE_AMX_MIN_ROWS``
+  (default 5, measured: ``docs/amx.md``) is the fewest rows it takes;
 - ``kernels/bf16.cpp``: bf16 products whose rows do not depend on each other (``linear.linear``);
 - ``kernels/layer.cpp``: a decoder layer's small float32 steps fused (RMSNorm, RoPE with the KV
   cache write, SiLU-and-multiply), used by ``fast.FastModel`` in float32 on CPU;
@@ -36,7 +37,7 @@ from .smollm2 import cache_root
 
 SOURCES = sorted((Path(__file__).with_name("kernels")).glob("*.cpp"))
 HEADERS = sorted((Path(__file__).with_name("kernels")).glob("*.h"))
-AMX_MIN_ROWS = 5       # PyTorch's AMX cut-off (more than 4 rows) until measured on an AMX CPU
+AMX_MIN_ROWS = 5       # from 5 rows a forward is cheaper with AMX (results/amx; docs/amx.md)
 FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-fopenmp"]
 NAME = "dominotree_cpu"
 _state: dict = {}
@@ -65,7 +66,7 @@ def build_dir() -> Path:
 
 def kernels_id() -> str:
     """A short name of the kernels this machine builds (their sources, flags and torch), with
-    ``-amx<rows>`` while the AMX path is on (``DOMINOTREE_AMX=1``: other costs); "" where they
+    ``-amx<rows>`` while the AMX path is on (other costs; on by default on AMX CPUs); "" where they
     cannot run: costs measured with other kernels are not this machine's costs any more."""
     if unsupported() is not None:
         return ""
@@ -131,13 +132,15 @@ def _load(verbose: bool) -> str | None:
 
 
 def _amx_from_env() -> None:
-    """Turn the AMX path on where ``DOMINOTREE_AMX=1`` asks for it and the CPU runs it."""
-    on, rows = os.environ.get("DOMINOTREE_AMX", "0"), os.environ.get("DOMINOTREE_AMX_MIN_ROWS", str(AMX_MIN_ROWS))
-    if on not in ("0", "1") or not rows.isdigit() or int(rows) < 1:
-        raise ValueError(f"DOMINOTREE_AMX={on!r} DOMINOTREE_AMX_MIN_ROWS={rows!r}: use DOMINOTREE_AMX=0 or 1 "
+    """The AMX path as ``DOMINOTREE_AMX`` asks: ``auto`` (unset) on where the CPU runs it, ``1``
+    on and saying why where it cannot, ``0`` off (the A/B's other arm)."""
+    on = os.environ.get("DOMINOTREE_AMX", "auto")
+    rows = os.environ.get("DOMINOTREE_AMX_MIN_ROWS", str(AMX_MIN_ROWS))
+    if on not in ("0", "1", "auto") or not rows.isdigit() or int(rows) < 1:
+        raise ValueError(f"DOMINOTREE_AMX={on!r} DOMINOTREE_AMX_MIN_ROWS={rows!r}: use DOMINOTREE_AMX=auto, 0 or 1 "
                          "and a whole number of rows >= 1")
+    state = int(torch.ops.dominotree_q8act.set_amx(0 if on == "0" else int(rows)))
     if on == "1":
-        state = int(torch.ops.dominotree_q8act.set_amx(int(rows)))
         if state != 2:
             why = f"{AMX_STATES[state]} ({cpu_model()})"
             print(f"[dominotree] DOMINOTREE_AMX=1 but {why}; the 8-bit products stay on "
@@ -170,8 +173,8 @@ def amx_why() -> str | None:
 
 
 def set_amx(min_rows: int) -> str | None:
-    """Run the 8-bit products of at least ``min_rows`` rows on AMX (0: off; the default until
-    measured on an AMX CPU). Returns None when AMX runs, else why not (then it stays off).
+    """Run the 8-bit products of at least ``min_rows`` rows on AMX (0: off; ``AMX_MIN_ROWS`` by
+    default where the CPU runs it). Returns None when AMX runs, else why not (then it stays off).
     The bits are the same either way (``tests/test_q8act.py``)."""
     if min_rows < 0:
         raise ValueError(f"min_rows must be >= 0, not {min_rows}")
