@@ -153,6 +153,121 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
   });
 }
 
+
+// The fast path (head sizes a multiple of 64): the same chains as attend<T, false>, with the work of
+// a tile of up to ROW_TILE rows of one head arranged so that each key and value is read from memory
+// once for the tile instead of once per row (a wide verify read every key and value again for each
+// of its rows, and was bound by that traffic):
+// - scores: 8 keys at a time (dot8), for every row of the tile while those keys sit in L1; every
+//   key up to the last one any row sees gets a score, and each row then takes its visible keys'
+//   scores in cache order (a key's score is its own chain, whichever keys it is computed beside);
+// - the value sum: KEY_CHUNK keys at a time, each row of the tile adding its visible keys of the
+//   chunk to its 64 accumulators in key order (held in memory between chunks, exact).
+// max of s[0 .. n) as the sequential std::max chain gives it (a NaN score skipped, as std::max(mx, s)
+// skips it), 8 lanes at a time (max is exact in any order); a zero maximum, whose sign the order
+// decides, is taken by the chain itself. s has room for 8 values past n.
+inline float max_of(float* s, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t c = n; c < n + 8; ++c) s[c] = mx;
+  __m256 m = _mm256_set1_ps(mx);
+  for (int64_t c = 0; c < n; c += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + c), m);
+  alignas(32) float v[8];
+  _mm256_store_ps(v, m);
+  for (int k = 0; k < 8; ++k) mx = std::max(mx, v[k]);
+  if (mx == 0.0f) {
+    mx = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < n; ++c) mx = std::max(mx, s[c]);
+  }
+  return mx;
+}
+
+constexpr int64_t ROW_TILE = 8;
+constexpr int64_t KEY_CHUNK = 64;
+
+template <class T>
+void attend_tiles(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::Tensor& m, bool causal,
+                  at::Tensor& out) {
+  const int64_t nh = q.size(0), n = q.size(1), hd = q.size(2), nkv = kv.size(1), L = start + n;
+  const bool is_bool = m.defined() && m.scalar_type() == at::kBool;
+  const bool* mb = is_bool ? m.data_ptr<bool>() : nullptr;
+  const float* mf = m.defined() && !is_bool ? m.data_ptr<float>() : nullptr;
+  const T* qp = q.data_ptr<T>();
+  const T* kp = kv.data_ptr<T>();
+  const int64_t head_stride = kv.stride(1), half = kv.stride(0);
+  T* op = out.data_ptr<T>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = nh / nkv, tiles = (n + ROW_TILE - 1) / ROW_TILE, W = L + 8;
+  at::parallel_for(0, nh * tiles, 1, [&](int64_t u0, int64_t u1) {
+    std::vector<float> raw(ROW_TILE * W), s(ROW_TILE * W), acc(ROW_TILE * 64), sum(ROW_TILE);
+    std::vector<int64_t> idx(ROW_TILE * L), cnt(ROW_TILE), cur(ROW_TILE);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t h = u / tiles, i0 = (u % tiles) * ROW_TILE, rows = std::min(ROW_TILE, n - i0);
+      const T* keys = kp + (h / group) * head_stride;
+      const T* values = keys + half;
+      int64_t top = -1;                               // the last key any row of the tile sees
+      for (int64_t r = 0; r < rows; ++r) {            // each row's visible keys, in cache order
+        const int64_t i = i0 + r, last = causal ? start + i : L - 1;
+        int64_t c = 0;
+        for (int64_t j = 0; j <= last; ++j) {
+          if (mb != nullptr && !mb[i * L + j]) continue;
+          if (mf != nullptr && !(mf[i * L + j] > HIDDEN)) continue;
+          idx[r * L + c++] = j;
+        }
+        cnt[r] = c;
+        if (c > 0) top = std::max(top, idx[r * L + c - 1]);
+      }
+      const T* k8[8];
+      for (int64_t c = 0; c <= top; c += 8) {
+        for (int j = 0; j < 8; ++j) k8[j] = keys + std::min(c + j, top) * hd;
+        for (int64_t r = 0; r < rows; ++r)
+          _mm256_storeu_ps(raw.data() + r * W + c,
+                           _mm256_mul_ps(dot8(qp + (h * n + i0 + r) * hd, k8, hd), _mm256_set1_ps(scale)));
+      }
+      for (int64_t r = 0; r < rows; ++r) {            // the softmax weights of each row's visible keys
+        const int64_t i = i0 + r, nc = cnt[r];
+        float* sr = s.data() + r * W;
+        for (int64_t c = 0; c < nc; ++c) {
+          const int64_t j = idx[r * L + c];
+          sr[c] = raw[r * W + j];
+          if (mf != nullptr) sr[c] = sr[c] + mf[i * L + j];
+        }
+        const float mx = max_of(sr, nc);
+        for (int64_t c = nc; c < nc + 8; ++c) sr[c] = mx;   // a padded tail: exp8 is elementwise
+        const __m256 vm = _mm256_set1_ps(mx);
+        for (int64_t c = 0; c < nc; c += 8)
+          _mm256_storeu_ps(sr + c, dominotree_exp8(_mm256_sub_ps(_mm256_loadu_ps(sr + c), vm)));
+        sum[r] = 0.0f;
+      }
+      for (int64_t d0 = 0; d0 < hd; d0 += 64) {       // the value sums, 64 outputs at a time
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(cur.begin(), cur.end(), 0);
+        for (int64_t j1 = KEY_CHUNK; j1 - KEY_CHUNK <= top; j1 += KEY_CHUNK)
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t* ir = idx.data() + r * L;
+            const float* sr = s.data() + r * W;
+            int64_t c = cur[r];
+            if (c >= cnt[r] || ir[c] >= j1) continue;
+            __m256 a[8];
+            for (int k = 0; k < 8; ++k) a[k] = _mm256_loadu_ps(acc.data() + r * 64 + 8 * k);
+            float total = sum[r];         // the weights' sum, in key order, beside the first 64 outputs
+            for (; c < cnt[r] && ir[c] < j1; ++c) {
+              if (d0 == 0) total += sr[c];
+              const __m256 pv = _mm256_set1_ps(sr[c]);
+              const T* v = values + ir[c] * hd + d0;
+              for (int k = 0; k < 8; ++k) a[k] = _mm256_fmadd_ps(pv, load8(v + 8 * k), a[k]);
+            }
+            for (int k = 0; k < 8; ++k) _mm256_storeu_ps(acc.data() + r * 64 + 8 * k, a[k]);
+            sum[r] = total;
+            cur[r] = c;
+          }
+        for (int64_t r = 0; r < rows; ++r) {
+          T* o = op + (i0 + r) * nh * hd + h * hd + d0;
+          for (int64_t d = 0; d < 64; ++d) o[d] = static_cast<T>(acc[r * 64 + d] / sum[r]);
+        }
+      }
+    }
+  });
+}
 }  // namespace
 
 // q [nh, n, hd] (after RoPE); kv [2, nkv, cap, hd] with keys 0 .. start + n - 1 valid; both float32
@@ -179,9 +294,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& kv, int64_t start, c
   at::Tensor out = at::empty({n, nh * hd}, q.options());
   const bool batched = !reference && hd % 64 == 0;
   if (q.scalar_type() == at::kFloat)
-    batched ? attend<float, true>(q, kv, start, m, causal, out) : attend<float, false>(q, kv, start, m, causal, out);
+    batched ? attend_tiles<float>(q, kv, start, m, causal, out) : attend<float, false>(q, kv, start, m, causal, out);
   else
-    batched ? attend<at::BFloat16, true>(q, kv, start, m, causal, out)
+    batched ? attend_tiles<at::BFloat16>(q, kv, start, m, causal, out)
             : attend<at::BFloat16, false>(q, kv, start, m, causal, out);
   return out;
 }
