@@ -65,7 +65,8 @@ inline __m256 dot8(const T* q, const T* const* k, int64_t n) {
   return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
-template <class T, bool BATCHED>
+// One key at a time (the chains written out plainly): the tests' reference for the fast path
+template <class T>
 void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::Tensor& m, bool causal, at::Tensor& out) {
   const int64_t nh = q.size(0), n = q.size(1), hd = q.size(2), nkv = kv.size(1), L = start + n;
   const bool is_bool = m.defined() && m.scalar_type() == at::kBool;
@@ -88,35 +89,18 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
       int64_t cnt = 0;
       float mx = -std::numeric_limits<float>::infinity();
       const int64_t last = causal ? start + i : L - 1;
-      if (BATCHED) {                                  // the visible keys first, then their scores 8 at a time
-        for (int64_t j = 0; j <= last; ++j) {
-          if (mb != nullptr && !mb[i * L + j]) continue;
-          if (mf != nullptr && !(mf[i * L + j] > HIDDEN)) continue;
-          idx[cnt++] = j;
+      for (int64_t j = 0; j <= last; ++j) {
+        float add = 0.0f;
+        if (mb != nullptr && !mb[i * L + j]) continue;
+        if (mf != nullptr) {
+          add = mf[i * L + j];
+          if (!(add > HIDDEN)) continue;            // finfo.min of float32 or bf16, -inf (and NaN): hidden
         }
-        const T* k8[8];
-        for (int64_t c = 0; c < cnt; c += 8) {
-          for (int j = 0; j < 8; ++j) k8[j] = keys + idx[std::min(c + j, cnt - 1)] * hd;
-          _mm256_storeu_ps(s.data() + c, _mm256_mul_ps(dot8(qv, k8, hd), _mm256_set1_ps(scale)));
-        }
-        for (int64_t c = 0; c < cnt; ++c) {
-          if (mf != nullptr) s[c] = s[c] + mf[i * L + idx[c]];
-          mx = std::max(mx, s[c]);
-        }
-      } else {
-        for (int64_t j = 0; j <= last; ++j) {
-          float add = 0.0f;
-          if (mb != nullptr && !mb[i * L + j]) continue;
-          if (mf != nullptr) {
-            add = mf[i * L + j];
-            if (!(add > HIDDEN)) continue;            // finfo.min of float32 or bf16, -inf (and NaN): hidden
-          }
-          float sc = dot(qv, keys + j * hd, hd) * scale;
-          if (mf != nullptr) sc = sc + add;
-          s[cnt] = sc;
-          idx[cnt++] = j;
-          mx = std::max(mx, sc);
-        }
+        float sc = dot(qv, keys + j * hd, hd) * scale;
+        if (mf != nullptr) sc = sc + add;
+        s[cnt] = sc;
+        idx[cnt++] = j;
+        mx = std::max(mx, sc);
       }
       for (int64_t c = cnt; c < cnt + 8; ++c) s[c] = mx;   // a padded tail: exp8 is elementwise
       const __m256 vm = _mm256_set1_ps(mx);
@@ -124,19 +108,6 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
         _mm256_storeu_ps(s.data() + c, dominotree_exp8(_mm256_sub_ps(_mm256_loadu_ps(s.data() + c), vm)));
       float sum = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      if (BATCHED) {                                  // the same chains, 64 outputs at a time in registers
-        for (int64_t c = 0; c < cnt; ++c) sum += s[c];
-        for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-          __m256 a[8];
-          for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
-          for (int64_t c = 0; c < cnt; ++c) {
-            const __m256 pv = _mm256_set1_ps(s[c]);
-            const T* v = values + idx[c] * hd + d0;
-            for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(pv, load8(v + 8 * r), a[r]);
-          }
-          for (int r = 0; r < 8; ++r) _mm256_storeu_ps(acc.data() + d0 + 8 * r, a[r]);
-        }
-      } else
       for (int64_t c = 0; c < cnt; ++c) {
         const float p = s[c];
         sum += p;
@@ -153,8 +124,7 @@ void attend(const at::Tensor& q, const at::Tensor& kv, int64_t start, const at::
   });
 }
 
-
-// The fast path (head sizes a multiple of 64): the same chains as attend<T, false>, with the work of
+// The fast path (head sizes a multiple of 64): the same chains as attend<T>, with the work of
 // a tile of up to ROW_TILE rows of one head arranged so that each key and value is read from memory
 // once for the tile instead of once per row (a wide verify read every key and value again for each
 // of its rows, and was bound by that traffic):
@@ -294,10 +264,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& kv, int64_t start, c
   at::Tensor out = at::empty({n, nh * hd}, q.options());
   const bool batched = !reference && hd % 64 == 0;
   if (q.scalar_type() == at::kFloat)
-    batched ? attend_tiles<float>(q, kv, start, m, causal, out) : attend<float, false>(q, kv, start, m, causal, out);
+    batched ? attend_tiles<float>(q, kv, start, m, causal, out) : attend<float>(q, kv, start, m, causal, out);
   else
     batched ? attend_tiles<at::BFloat16>(q, kv, start, m, causal, out)
-            : attend<at::BFloat16, false>(q, kv, start, m, causal, out);
+            : attend<at::BFloat16>(q, kv, start, m, causal, out);
   return out;
 }
 }  // namespace
