@@ -14,7 +14,9 @@ Prints the tables and writes ``curves.txt`` (the same text) and ``curves.json`` 
 
 On a CPU with AMX-INT8, ``--amx-ab`` measures the default int4-q8 target with and without the
 AMX path (``kernels/q8amx.cpp``, switched per forward in the same process, every row count on
-AMX) and prints where AMX starts to pay, the cut-off ``DOMINOTREE_AMX_MIN_ROWS`` should take:
+AMX) and prints where AMX starts to pay, the cut-off ``DOMINOTREE_AMX_MIN_ROWS`` should take;
+``--amx-min-rows N`` runs the AMX arm as the automatic split does with that cut-off (whole 16-row
+tiles and a last one of at least N rows on AMX, the rest on VNNI), e.g. the default's 5:
 
     flock /tmp/heavy.lock .venv/bin/python scripts/fast_curves.py --amx-ab --out results/amx
 """
@@ -108,7 +110,7 @@ def forward_ms(tgt, context: int, n: int) -> float:
     return dt
 
 
-def amx_switch(configs):
+def amx_switch(configs, min_rows: int = 1):
     """``switch(config)``: the AMX path on for the "AMX" configuration (from one row), off for the
     others; None when no configuration asks for AMX. Exits with the reason where AMX cannot run."""
     if not any(CONFIGS[c][2] == "amx" for c in configs):
@@ -117,7 +119,7 @@ def amx_switch(configs):
     why = amx_why()
     if why is not None:
         raise SystemExit(f"the AMX configuration cannot run here: {why}")
-    return lambda c: set_amx(1 if CONFIGS[c][2] == "amx" else 0)
+    return lambda c: set_amx(min_rows if CONFIGS[c][2] == "amx" else 0)
 
 
 def amx_crossover(med: dict, rows) -> dict:
@@ -132,8 +134,8 @@ def amx_crossover(med: dict, rows) -> dict:
     return {"ratio": ratio, "min_rows": cut}
 
 
-def curves(paths, configs, context: int, reps: int, lines: list, rows=ROWS) -> dict:
-    switch = amx_switch(configs)
+def curves(paths, configs, context: int, reps: int, lines: list, rows=ROWS, amx_min_rows: int = 1) -> dict:
+    switch = amx_switch(configs, amx_min_rows)
     tgts = {c: load(paths, *CONFIGS[c]) for c in configs}
     times = {(c, n): [] for c in configs for n in rows}
     for rep in range(reps + 1):
@@ -204,6 +206,8 @@ def main(argv=None) -> int:
                     "with --amx-ab 1-64 in 15 steps)")
     ap.add_argument("--amx-ab", action="store_true", help="int4-q8 with and without AMX, interleaved in one "
                     "process (a CPU with AMX-INT8), and where AMX starts to pay; implies --skip-ar")
+    ap.add_argument("--amx-min-rows", type=int, default=1, help="the AMX arm's cut-off (default 1: every row "
+                    "count on AMX; 5: as the automatic split runs by default)")
     a = ap.parse_args(argv)
     if a.amx_ab:
         a.configs, a.skip_ar = ";".join(AMX_AB), True
@@ -228,7 +232,8 @@ def main(argv=None) -> int:
         (out / "curves.json").write_text(json.dumps(res, indent=1) + "\n")
         print(text, flush=True)
 
-    res["curves"] = curves(paths, configs, a.context, a.reps, lines, rows)
+    res["curves"] = curves(paths, configs, a.context, a.reps, lines, rows, a.amx_min_rows)
+    res["amx_min_rows"] = a.amx_min_rows
     if a.amx_ab:
         res["amx"] = amx_crossover(res["curves"], rows)
         lines.append("AMX / VNNI per rows: " + " ".join(f"{n}:{r:.2f}" for n, r in res["amx"]["ratio"].items()))
