@@ -117,9 +117,10 @@ inline void chain_hw(const int32_t* C, const typename Tile<Q4>::Scale* dm, const
 }
 
 // rows rt .. rt + RT - 1 of one weight tile. Blocks alternate between two sets of tiles (tmm0-2,
-// tmm3-5), and each block's C goes to one of four buffers whose float chain runs two blocks later:
-// a vector load of data a tile store has just written waits for that store, so the chain reads
-// C tiles stored long enough ago, while the tile unit works on the next ones
+// tmm3-5), and each block's C goes to one of four buffers whose float chain runs two blocks later,
+// so that the vector unit need not wait for the tile store it reads while the tile unit works on
+// the next blocks (measured: about even with reading at once; the two units overlap only partly,
+// docs/amx.md)
 template <bool Q4, int RT>
 __attribute__((noinline)) void rows_hw(const int8_t* bt, const Tile<Q4>& t, const Act& a, const int8_t* xa,
                                        int64_t Mp, int64_t rt, float* y, int64_t N, int64_t n0, int64_t valid,
