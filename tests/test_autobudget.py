@@ -469,11 +469,12 @@ def test_this_machines_files_from_other_kernels_are_measured_again(cli, tmp_path
     assert code == 0, err
     assert "made with kernels 'k00000000'" in err and "measuring one now" in err and "calibrating now" in err
     assert "k00000000" not in cpath.read_text() + kpath.read_text()
-    # the files fit this machine, kernels, weights and drafters now; the one warning that may remain
-    # compares two timings of this run (profile vs calibration), which a busy machine sets off
-    # (it failed CI once); that check's own behaviour is tested elsewhere
-    left = auto_choice("random-tiny", "cpu", "dominotree", "float32", weights=weights).warnings
-    assert [w for w in left if "(measured under other load?)" not in w] == []
+    # the files fit this machine, kernels, weights and drafters now: no warning. The load check (profile
+    # vs calibration, two timings of this run that a busy machine sets apart) is switched off here;
+    # its own behaviour is tested with fixed numbers above
+    import dominotree.auto.budget as B
+    monkeypatch.setattr(B, "PROFILE_SLOW", 0.0)
+    assert auto_choice("random-tiny", "cpu", "dominotree", "float32", weights=weights).warnings == ()
 
 
 def test_calibrate_on_your_own_prompts(cli, tmp_path, monkeypatch):
