@@ -44,6 +44,8 @@ def main(argv=None) -> int:
                          "bf16: lossless compact bf16 (model.safetensors.bp)")
     ap.add_argument("--note", default=None, help="a note stored beside the lineage in config.json")
     a = ap.parse_args(argv)
+    if not a.lineage.strip():
+        ap.error("--lineage is empty: say how these weights were made (it is what config.json keeps of their history)")
     by_kind = {}
     for folder in a.folders:
         cfg = read_config(folder)
