@@ -19,7 +19,7 @@ for ARM in target random; do
   OUT=results/train-issue29/ab-init/$ARM
   FT=data/ab-init/$ARM
   mkdir -p "$OUT" "$FT"
-  record_machine "$OUT/machine.txt"
+  record_machine "$OUT/README.md"
   init=()
   [ "$ARM" = target ] && init=(--init-from-target)
   flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data assets/distill --seed 0 --block-size 8 \

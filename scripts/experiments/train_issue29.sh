@@ -41,7 +41,7 @@ esac
 mkdir -p "$OUT" "$FT"
 export HF_HUB_OFFLINE=1
 source scripts/experiments/record_machine.sh
-record_machine "$OUT/machine.txt"
+record_machine "$OUT/README.md"
 flock /tmp/cpu.lock "$PY" -m dominotree.train.trainer --data assets/distill --seed 0 --block-size 8 \
     --resume-dflash "$FROM_DFLASH" --resume-domino "$FROM_DOMINO" \
     --out-dflash "$FT/smollm2-dflash-b8" --out-domino "$FT/smollm2-domino-b8" \
