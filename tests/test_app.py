@@ -155,6 +155,24 @@ def test_stop_takes_effect_at_next_round(app, client):
     assert 1 <= tokens < 400
 
 
+def test_a_run_stopped_before_its_first_round_leaves_the_last_one_with_rounds_inspected(app, client, monkeypatch):
+    """Stop pressed right after a method's prefill (the decoder checks it before each round) leaves
+    that method one token and no round: the page inspects the last run with rounds instead."""
+    from ui import backend as be
+    real = be.live.generate
+
+    def stopped_at_once(decoder, prompt, cfg, should_stop=None, **kw):
+        return real(decoder, prompt, cfg, should_stop=(lambda: True) if cfg.method == "dominotree" else should_stop,
+                    **kw)
+
+    monkeypatch.setattr(be.live, "generate", stopped_at_once)
+    final = client.predict(*run_args(["ar", "dominotree"], max_new=8), api_name="/run")
+    table = final[out_index(app, "run", "Methods")]
+    tokens = {r[0]: r[table["headers"].index("new tokens")] for r in table["data"]}
+    assert tokens == {"ar": 8, "dominotree": 1}
+    assert final[out_index(app, "run", "Inspect run")]["value"] == "ar"
+
+
 MISTAKES = [
     (dict(prompt="   "), "prompt is empty"),
     (dict(prompt="x" * 4001), "limit is 4000"),

@@ -141,7 +141,8 @@ class RunEvents:
             return
         if choice.dtype != "float32":
             be.model_thread.call(diagnose_ties, decoder, prompt_ids, traces)
-        last = list(traces)[-1]
+        # the last run with a round to show: a Stop right after a method's prefill leaves it none
+        last = next((m for m in reversed(traces) if traces[m].rounds), list(traces)[-1])
         n = len(traces[last].rounds)
         word = "Stopped" if stop.is_set() else "Done"
         msg = f"{word} · {', '.join(traces)} in {time.perf_counter() - started:.1f} s{auto_note} · {backend.describe()}"
