@@ -302,8 +302,8 @@ def test_round_steps_draw_at_once_from_the_page(app, browser):
     page.keyboard.press("Escape")
     set_number(page, "max-new", 400)
     page.click("#run")
-    # after its first round: the prefill's update ("round 0") comes first, and a Stop then leaves
-    # dominotree no rounds to step (the page keeps no round cache for it)
+    # after its first round, so that the run inspected is the stopped one: the prefill's update
+    # ("round 0") comes first, and a Stop there leaves dominotree no round (the page then inspects ddtree)
     page.wait_for_function("() => /^Decoding dominotree \\(\\d+\\/\\d+\\) · round [1-9]/"
                            ".test(document.querySelector('#status').innerText)")
     page.click("#stop")
