@@ -285,3 +285,70 @@ def test_tree_bytes_counts_what_travels(tmp_path):
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "s.md").write_bytes(b"x" * 30)
     assert staging.tree_bytes(tmp_path) == 100 + len("big/\nshared/\n") + 30
+
+
+def _repo(tmp_path: Path) -> Path:
+    """A committed tree with folders to park and one to keep, and an untracked-not-ignored file."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text(".gpu_parked/\n")
+    files = {"keep/k.py": b"k" * 70, "assets/distill/shard-00000.jsonl.gz": b"d" * 500,
+             "assets/distill/RECIPE.md": b"r" * 40, "results/a/README.md": b"a" * 300,
+             "results/a/b/summary.json": b"s" * 200}
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    (tmp_path / "results" / "new.md").write_bytes(b"n" * 9)      # untracked, not ignored: travels
+    return tmp_path
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+            if p.is_file() and ".git" not in p.relative_to(root).parts}
+
+
+def test_park_moves_what_the_gpu_run_does_not_read_out_of_the_tree_and_unpark_restores_it(tmp_path):
+    root = _repo(tmp_path)
+    before, tree = _files(root), staging.tree_bytes(root)
+    parked_bytes = 500 + 40 + 300 + 200 + 9
+    assert staging.tree_bytes(root, skip=staging.PARK) == tree - parked_bytes
+    res = staging.park(root)
+    assert res == {"parked_files": 5, "parked_bytes": parked_bytes, "tree_bytes": tree - parked_bytes}
+    assert staging.tree_bytes(root) == tree - parked_bytes
+    assert not (root / "results").exists() and not (root / "assets").exists()   # emptied folders go
+    assert (root / "keep" / "k.py").read_bytes() == b"k" * 70
+    with pytest.raises(staging.StagingError, match="already holds parked files"):
+        staging.park(root)
+    (root / "results" / "a").mkdir(parents=True)
+    (root / "results" / "a" / "README.md").write_bytes(b"other")
+    with pytest.raises(staging.StagingError, match="would replace files in the tree, e.g. results/a/README.md"):
+        staging.unpark(root)
+    assert (root / staging.PARKED / "results" / "a" / "b" / "summary.json").is_file()  # nothing moved
+    (root / "results" / "a" / "README.md").unlink()
+    assert staging.unpark(root) == {"unparked_files": 5, "tree_bytes": tree}
+    assert _files(root) == before
+    assert not (root / staging.PARKED).exists()
+    status = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == "?? results/new.md\n"
+    with pytest.raises(staging.StagingError, match="nothing is parked"):
+        staging.unpark(root)
+
+
+def test_park_is_refused_where_the_parking_folder_would_travel(tmp_path):
+    root = _repo(tmp_path)
+    (root / ".gitignore").write_text("")
+    before = _files(root)
+    with pytest.raises(staging.StagingError, match="is not ignored by git"):
+        staging.park(root)
+    assert _files(root) == before
+
+
+def test_this_tree_parked_stages_the_target_in_three_runs():
+    """The count docs/gpu-training.md's sequence is written for: the tree without what ``park``
+    moves (the CPU's data shards and results/) leaves room for the GGUF in 3 parts; a 4th run
+    costs ~0.5 min of the 15 device minutes (trim the tree, or rewrite the sequence, if this fails)."""
+    assert subprocess.run(["git", "check-ignore", "-q", f"{staging.PARKED}/"], cwd=ROOT).returncode == 0
+    tree = staging.tree_bytes(ROOT, skip=staging.PARK)
+    assert staging.plan(GGUF_BYTES, tree, extra_last=120_475)["runs"] == 3, tree

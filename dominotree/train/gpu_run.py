@@ -42,7 +42,8 @@ def cmd_stage(a) -> dict:
     if a.dry_run:
         from dominotree.models.smollm2 import gguf_path
         src = gguf_path()
-        pl = staging.plan(src.stat().st_size, staging.tree_bytes(ROOT), a.extra_last)
+        # the sizes of the real sequence, which parks what the run does not read first
+        pl = staging.plan(src.stat().st_size, staging.tree_bytes(ROOT, skip=staging.PARK), a.extra_last)
         parts = a.work / "parts"
         staging.split(src, parts, pl["part_bytes"])
         placed = staging.install_site(parts, a.site)

