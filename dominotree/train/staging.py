@@ -90,7 +90,7 @@ def park(root: Path, paths: tuple[str, ...] = PARK, dest: Path = PARKED) -> dict
     store = root / dest
     if subprocess.run(["git", "check-ignore", "-q", f"{dest.as_posix()}/"], cwd=root).returncode != 0:
         raise StagingError(f"{dest}/ is not ignored by git: parked files would still travel")
-    if store.exists() and any(p.is_file() for p in store.rglob("*")):
+    if _parked(store):
         raise StagingError(f"{dest}/ already holds parked files: unpark them first")
     names = sorted(n for n in _travelling(root, paths) if (root / n).is_file() or (root / n).is_symlink())
     moved = 0
@@ -106,8 +106,7 @@ def unpark(root: Path, dest: Path = PARKED) -> dict:
     """Put every file ``park`` moved back where it was. Refused, moving nothing, when nothing is
     parked or a file already stands where a parked one goes."""
     store = root / dest
-    names = sorted(str(p.relative_to(store)) for p in store.rglob("*")
-                   if p.is_file() or p.is_symlink()) if store.is_dir() else []
+    names = _parked(store)
     if not names:
         raise StagingError(f"nothing is parked in {dest}/")
     clash = [n for n in names if (root / n).exists() or (root / n).is_symlink()]
@@ -121,6 +120,13 @@ def unpark(root: Path, dest: Path = PARKED) -> dict:
     if not any(store.iterdir()):
         store.rmdir()
     return {"unparked_files": len(names), "tree_bytes": tree_bytes(root)}
+
+
+def _parked(store: Path) -> list[str]:
+    """The files (and links) parked in ``store``, by their paths in the tree."""
+    if not store.is_dir():
+        return []
+    return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file() or p.is_symlink())
 
 
 def _prune(top: Path, folder: Path) -> None:
