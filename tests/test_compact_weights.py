@@ -18,12 +18,15 @@ from dominotree.models.checkpoint import (CheckpointError, load_drafter, save_co
                                           weights_digest)
 from dominotree.models.packing import compact_bytes, expand_bytes
 from dominotree.presets import EMBEDDED_DRAFTER_DIRS
+from dominotree.train.staging import PARK
 
 ROOT = Path(__file__).resolve().parents[1]
-# Tracked files must leave room in the GPU machine's 64 MiB transfer (tracked + carried files):
-# 45.7 MiB on 2026-12-04 after the block-8 pair shipped (31.8 MiB of it) and the results' chart PNGs
-# went to a 256-colour palette (figures.palette_png: 8.0 -> 1.5 MB). 47.5 MiB leaves room for the
-# pinned transformers and tokenizers wheels (16.1 MiB), which the first GPU check could not carry.
+# What a GPU run sends must leave room in its 64 MiB transfer (tracked + carried files): 47.5 MiB
+# leaves room for the pinned transformers and tokenizers wheels (16.1 MiB), which the first GPU
+# check could not carry. Since 2026-12-06 the GPU runs go with the CPU's data shards and results
+# parked (``python -m dominotree.train.staging park``: neither run reads them), so the budget holds
+# for the tracked files outside ``staging.PARK`` (27.7 MiB then; the whole tree, 47.6 MiB, grows
+# with every CPU stage's committed shards and results, which is by design).
 BUDGET_MIB = 47.5
 
 
@@ -96,10 +99,13 @@ def test_shipped_drafters_are_compact(kind):
         assert expand_bytes((folder / stored[0]).read_bytes()) == plain.read_bytes()
 
 
-def test_tracked_files_within_budget():
+def test_tracked_files_a_gpu_run_sends_within_budget():
     out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
     if out.returncode:
         pytest.skip("not a git checkout")
-    files = [ROOT / p for p in out.stdout.decode().split("\0") if p]
-    total = sum(f.stat().st_size for f in files if f.is_file()) / 2 ** 20
-    assert total <= BUDGET_MIB, f"tracked files {total:.1f} MiB > budget {BUDGET_MIB} MiB (GPU transfers hold 64 MiB)"
+    names = [p for p in out.stdout.decode().split("\0") if p]
+    travelling = [ROOT / p for p in names if not any(p.startswith(d + "/") for d in PARK)]
+    assert len(travelling) < len(names) and any(p.startswith("assets/drafters/") for p in names)
+    total = sum(f.stat().st_size for f in travelling if f.is_file()) / 2 ** 20
+    assert total <= BUDGET_MIB, (f"tracked files outside {', '.join(PARK)} {total:.1f} MiB > budget {BUDGET_MIB} MiB "
+                                 f"(GPU transfers hold 64 MiB)")
