@@ -5,7 +5,7 @@ Every source yields ``Prompt(id, category, turns)``. JSONL files take one object
 optional ``id`` / ``question_id`` and ``category``; blank lines and ``#`` comment lines are
 skipped; a malformed line is a ``UserError`` that names the file and the line number. The bench
 (``bench.datasets``, which adds the paper's benchmarks) and the budget calibration
-(``calibrate.held_out_prompts``) read prompts through here.
+(``auto.calibrate.calibration_prompts``) read prompts through here.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from .errors import UserError
 
 ASSETS_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts"
-# our own offline sets (assets/prompts/eval.jsonl, filtered by category)
-ASSET_SETS = ("eval", "chat", "math", "code")
+# our own offline sets: assets/prompts/eval.jsonl (whole or one category) and calibrate.jsonl
+ASSET_SETS = ("eval", "chat", "math", "code", "calibrate")
 
 
 @dataclass
@@ -97,9 +97,12 @@ def write_jsonl(prompts: list[Prompt], path: str | Path) -> Path:
 # --- our assets ----------------------------------------------------------------------------------
 
 def load_assets(name: str = "eval") -> list[Prompt]:
-    """Our offline prompt sets: ``eval`` (all 36), or one category: ``chat``, ``math``, ``code``."""
-    ps = load_jsonl(ASSETS_PROMPTS / "eval.jsonl")
-    if name != "eval":
+    """Our offline prompt sets: ``eval`` (the 36 held-out prompts the benches decode), one of its
+    categories (``chat``, ``math``, ``code``), or ``calibrate`` (48 more in the same three
+    categories, disjoint from ``eval`` and from every training request: what ``--budget auto``
+    calibrates on, so that its choice is not fitted to the prompts a bench then measures)."""
+    ps = load_jsonl(ASSETS_PROMPTS / ("calibrate.jsonl" if name == "calibrate" else "eval.jsonl"))
+    if name not in ("eval", "calibrate"):
         ps = [p for p in ps if p.category == name]
     for p in ps:
         p.dataset = f"assets:{name}"

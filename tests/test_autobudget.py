@@ -263,7 +263,7 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
     why; the second run reuses them. A bad --budget is one clear line."""
     import dominotree.auto.calibrate as K
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
+    monkeypatch.setattr(K, "calibration_prompts", lambda per_category: ["Hello there", "Count to ten"])
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
                          "--max-new-tokens", "8", "--json", "--no-warm-up")
     assert code == 0, err
@@ -450,7 +450,7 @@ def test_this_machines_files_from_other_kernels_are_measured_again(cli, tmp_path
     from dominotree.auto.files import auto_paths
     from dominotree.errors import UserError
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
+    monkeypatch.setattr(K, "calibration_prompts", lambda per_category: ["Hello there", "Count to ten"])
     args = ("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi", "--max-new-tokens", "8",
             "--json", "--no-warm-up")
     code, out, err = cli(*args)
@@ -497,6 +497,31 @@ def test_calibrate_on_your_own_prompts(cli, tmp_path, monkeypatch):
     code, stdout, err = cli("calibrate-budget", "--preset", "random-tiny", "--prompts", str(bad), "--out",
                             str(tmp_path / "never.json"))
     assert code != 0 and "needs a 'prompt' string or a 'turns' list" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_calibration_prompts_are_their_own_set_not_the_benches(cli, tmp_path):
+    """``--budget auto`` calibrates on ``assets/prompts/calibrate.jsonl``: the first N of each
+    category, categories interleaved, none of them a prompt the benches decode (``eval``); asking
+    for more than a category holds is one clear line before any model loads."""
+    from dominotree.auto.calibrate import PER_CATEGORY, calibration_prompts, calibration_source
+    from dominotree.errors import UserError
+    from dominotree.promptfiles import load_assets
+    cal, ev = load_assets("calibrate"), load_assets("eval")
+    assert sorted({q.category for q in cal}) == ["chat", "code", "math"]
+    assert all(sum(q.category == c for q in cal) == 16 for c in ("chat", "code", "math"))
+    assert not {q.turns[0] for q in cal} & {q.turns[0] for q in ev}
+    first = {c: [q.turns[0] for q in cal if q.category == c] for c in ("chat", "code", "math")}
+    three = calibration_prompts(3)
+    assert three == [first[c][i] for i in range(3) for c in ("chat", "code", "math")]
+    assert len(calibration_prompts()) == 3 * PER_CATEGORY and calibration_prompts(16)[-1] == first["math"][15]
+    assert calibration_source(3) == "calibration set, first 3 per category"
+    for n in (0, 17):
+        with pytest.raises(UserError, match="16 prompts per category"):
+            calibration_prompts(n)
+    code, _, err = cli("calibrate-budget", "--preset", "random-tiny", "--per-category", "17", "--out",
+                       str(tmp_path / "never.json"))
+    assert code != 0 and "16 prompts per category" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "never.json").exists()
 
 

@@ -15,7 +15,7 @@ from dominotree.train import selfdistill as S  # noqa: E402
 from dominotree.train.batchgen import Request, SlotGenerator  # noqa: E402
 from dominotree.train.jobs import Plan  # noqa: E402
 from dominotree.train.overlap import EvalIndex, find_overlaps, ngrams  # noqa: E402
-from dominotree.train.prompts import load_eval  # noqa: E402
+from dominotree.train.prompts import held_out, load_eval, training_prompts  # noqa: E402
 from dominotree.train.selfprompt import clean_request  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,9 +150,15 @@ def _committed_requests():
 @pytest.mark.slow   # reads all of assets/distill (~5 s)
 def test_training_requests_are_disjoint_from_evaluation_prompts():
     """Every request the plan can issue from templates, and every request in the committed data
-    (self-written ones included), shares no 8-word n-gram with an evaluation prompt."""
-    ev = [p.prompt for p in load_eval()]
+    (self-written ones included), shares no 8-word n-gram with an evaluation prompt nor with a
+    budget calibration prompt (``assets/prompts/calibrate.jsonl``, written after much of the
+    data: checked against all of it). The plan filters both sets, and adding the calibration set
+    dropped no template, so every job index still means the job it meant when its shard was made."""
+    ev = [p.prompt for p in held_out()]
+    assert len(ev) == len(load_eval()) + 48
     plan = Plan(seed=0, pool=20000)
+    eval_only = EvalIndex(p.prompt for p in load_eval())
+    assert plan.templates == [p for p in training_prompts(20000, 0) if eval_only.find(p.prompt) is None]
     texts = [p.prompt for p in plan.templates]
     texts += [j.request for j in (plan.job(i) for i in range(3000)) if j.request]
     texts += [j.follow_up for j in (plan.job(i) for i in range(3000)) if j.follow_up]

@@ -130,7 +130,7 @@ def test_auto_on_the_default_measures_and_reads_its_own_calibration(cli, tmp_pat
     ``budget_dominotree_v<N>.json``; ``--draft-vocab 0`` has its own file."""
     import dominotree.auto.calibrate as K
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(K, "held_out_prompts", lambda per_category: ["Hello there", "Count to ten"])
+    monkeypatch.setattr(K, "calibration_prompts", lambda per_category: ["Hello there", "Count to ten"])
     base = ["generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi", "--max-new-tokens", "8",
             "--json", "--no-warm-up"]
     code, out, err = cli(*base)

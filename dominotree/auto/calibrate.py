@@ -1,7 +1,9 @@
 """The calibration behind ``--budget auto``: measure what each budget would accept and cost here.
 
-One greedy (T = 0) run of the method at a large budget on held-out prompts (the last prompts of
-each category of ``assets/prompts/eval.jsonl``; the sweeps use the first ones), recording per round
+One greedy (T = 0) run of the method at a large budget on the calibration prompts (the first
+``per_category`` of each category of ``assets/prompts/calibrate.jsonl``: 48 prompts written for
+this, sharing no 8-word n-gram with the 36 evaluation prompts the benches decode nor with any
+training request, so that the budget is not chosen on the prompts a bench then measures), recording per round
 the acceptance every smaller budget would have had (``budget.prefix_accept``), the draft and
 commit times, and the build time at a grid of budgets (each round's block rebuilt at every grid
 budget, timed, outside the round's own stage times), and the draft time at the same grid (the
@@ -32,13 +34,27 @@ BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 VERIFY_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # the kernels' cost is step-shaped at few rows
 
 
-def held_out_prompts(per_category: int) -> list[str]:
-    """The last ``per_category`` prompts of each category of the held-out set, categories interleaved."""
+PER_CATEGORY = 8     # 24 prompts, ~350 rounds: fewer misjudged the best budget (docs/auto.md)
+
+
+def calibration_source(per_category: int = PER_CATEGORY) -> str:
+    """What a calibration on ``calibration_prompts(per_category)`` records as its prompts."""
+    return f"calibration set, first {per_category} per category"
+
+
+def calibration_prompts(per_category: int = PER_CATEGORY) -> list[str]:
+    """The first ``per_category`` prompts of each category of the calibration set, categories
+    interleaved (so a prefix keeps the mix)."""
     from ..promptfiles import load_assets
     by_cat: dict[str, list] = {}
-    for q in load_assets("eval"):
+    for q in load_assets("calibrate"):
         by_cat.setdefault(q.category, []).append(q.turns[0])
-    picks = [by_cat[c][-per_category:] for c in sorted(by_cat)]
+    most = min(len(v) for v in by_cat.values())
+    if not 1 <= per_category <= most:
+        from ..errors import UserError
+        raise UserError(f"the calibration set has {most} prompts per category: ask for 1 to {most}, "
+                        f"not {per_category} (or calibrate on your own with --prompts FILE)")
+    picks = [by_cat[c][:per_category] for c in sorted(by_cat)]
     return [p for group in zip(*picks) for p in group]
 
 
@@ -143,7 +159,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
-                 builder: str | None = None, budget_max: int = 32, per_category: int = 3, progress: bool = True,
+                 builder: str | None = None, budget_max: int = 32, per_category: int = PER_CATEGORY, progress: bool = True,
                  draft_vocab: int = 0):
     """``(budget, info)`` for ``--budget auto``: this machine's profile and calibration for the
     pair's weights and dtype (``files.auto_paths``), each measured now and cached when
@@ -171,8 +187,9 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
         print(f"--budget auto: no {method} budget calibration of this machine at {kpath}{why}: calibrating now (once; "
               f"python -m dominotree calibrate-budget does it separately)", file=sys.stderr)
         from ..decode import Decoder
-        cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
+        cal = calibrate(Decoder(pair, annotate=False), calibration_prompts(per_category), method, budget_max,
                         builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab)
+        cal.meta["prompt_source"] = calibration_source(per_category)
         cal.save(kpath)
         print(f"saved {kpath}", file=sys.stderr)
     ch = auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=weights)
@@ -181,7 +198,7 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
     return ch.budget, ch.to_dict()
 
 
-def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, per_category: int = 2,
+def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, per_category: int = PER_CATEGORY,
                    budget_max: int = 32, on_stage=None):
     """Everything ``--budget auto`` needs for the loaded pair on this machine, made now and saved
     at the default paths (what ``profile-cost`` and ``calibrate-budget`` write): the verify-cost
@@ -199,8 +216,9 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     cm = profile(pair, contexts=(64, 256, 1024), nodes=(0, 1, 2, 4, 8, 16, 32), repeats=3, progress=False)
     here = machine_dir(pair.name, dev, weights, dtype)
     cpath = cm.save(here / "cost_model.json")
-    say(f"timing ar and {method} at budgets 1 to {budget_max} on {3 * per_category} held-out prompts")
-    cal = calibrate(Decoder(pair, annotate=False), held_out_prompts(per_category), method, budget_max,
+    say(f"timing ar and {method} at budgets 1 to {budget_max} on {3 * per_category} calibration prompts")
+    cal = calibrate(Decoder(pair, annotate=False), calibration_prompts(per_category), method, budget_max,
                     progress=False, draft_vocab=draft_vocab)
+    cal.meta["prompt_source"] = calibration_source(per_category)
     kpath = cal.save(here / calibration_name(method, draft_vocab, pair.name))
     return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=weights)

@@ -1,11 +1,11 @@
 """``python -m dominotree calibrate-budget``: the calibration behind ``--budget auto``.
 
-Runs ``dominotree.auto.calibrate.calibrate`` (one greedy run at a large budget on held-out prompts; its
+Runs ``dominotree.auto.calibrate.calibrate`` (one greedy run at a large budget on the calibration prompts; its
 docstring says what each round records), saves it where ``--budget auto`` looks for it and prints
 the predicted tokens/s against the budget, with the verify-cost profile of ``profile-cost``.
 
     python -m dominotree calibrate-budget [--preset smollm2] [--dtype bfloat16] [--method dominotree]
-        [--budget-max 32] [--per-category 3 | --prompts FILE | --dataset NAME [--limit N]]
+        [--budget-max 32] [--per-category 8 | --prompts FILE | --dataset NAME [--limit N]]
         [--max-new-tokens 48] [--cost-model FILE] [--out FILE]
 
 The measuring lives in the library, ``dominotree.auto.calibrate`` (``generate --budget auto``, ``bench``
@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import pairargs
 from ..auto.budget import AUTO_METHODS, choose, curve, require_profile
 from ..auto.files import calibration_name, stale
-from ..auto.calibrate import BUILD_GRID, calibrate, calibrate_here, held_out_prompts, resolve_auto  # noqa: F401
+from ..auto.calibrate import BUILD_GRID, PER_CATEGORY, calibrate, calibrate_here, calibration_prompts, calibration_source, resolve_auto  # noqa: F401
 from ..config import MAX_BUDGET, TreeConfig
 from ..errors import UserError
 
@@ -31,7 +31,9 @@ def main(argv=None) -> int:
     pairargs.add_model_args(p)
     p.add_argument("--method", default="dominotree", choices=AUTO_METHODS)
     p.add_argument("--budget-max", type=int, default=32, help="the calibration run's budget (the largest b predicted)")
-    p.add_argument("--per-category", type=int, default=3, help="last N held-out prompts of each category")
+    p.add_argument("--per-category", type=int, default=PER_CATEGORY,
+                   help="the first N prompts of each category of the calibration set (assets/prompts/calibrate.jsonl: "
+                        "16 a category, disjoint from the eval prompts the benches decode)")
     p.add_argument("--prompts", default=None, help="calibrate on these prompts instead (JSONL as bench reads it): "
                    "--budget auto then fits that kind of text")
     p.add_argument("--dataset", default=None, help="or on a dataset's prompts (as bench's --dataset)")
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
-    prompts, source = held_out_prompts(a.per_category), f"held-out eval set, last {a.per_category} per category"
+    prompts, source = calibration_prompts(a.per_category), calibration_source(a.per_category)
     if a.prompts or a.dataset:
         from .datasets import load_prompts
         prompts = [q.turns[0] for q in load_prompts(a.prompts, a.dataset, a.limit)]
@@ -91,7 +93,7 @@ def main(argv=None) -> int:
     print(f"saved {out}", file=sys.stderr)
     if (a.prompts or a.dataset) and not a.out:
         print(f"--budget auto on this machine now follows {source}; calibrate-budget without --prompts/--dataset "
-              "goes back to the held-out mix", file=sys.stderr)
+              "goes back to the calibration set", file=sys.stderr)
     print(json.dumps({"calibration": str(out), "method": a.method, "draft_vocab": a.draft_vocab, "auto_budget": b, "reason": explain(rows, b),
                       "rounds": len(cal.starts),
                       "curve": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]}))

@@ -4,7 +4,7 @@ Job kinds (``KIND_MIX``):
 - ``template``: a short request of ``prompts.training_prompts`` (chat, math, code);
 - ``long``: a multi-step math or code request of ``prompts.long``;
 - ``self``: the target writes a request from the opening of a user turn (``selfprompt``), which
-  is cleaned, checked against the evaluation prompts, and then answered;
+  is cleaned, checked against the evaluation and calibration prompts, and then answered;
 - ``multiturn``: a template request answered, then a follow-up turn answered; the record's
   prompt holds the whole conversation before the last answer (the first answer is the target's
   own output too).
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from dominotree.train.prompts import long as prompts_long
 from dominotree.train.overlap import EvalIndex
-from dominotree.train.prompts import CATEGORIES, load_eval, training_prompts
+from dominotree.train.prompts import CATEGORIES, held_out, training_prompts
 
 KIND_MIX = {"template": 0.45, "long": 0.15, "self": 0.25, "multiturn": 0.15}
 SELF_CATEGORY_MIX = {"chat": 0.5, "math": 0.2, "code": 0.3}
@@ -43,8 +43,9 @@ class Plan:
     def __init__(self, seed: int = 0, pool: int = 20000, sample_frac: float = 0.3):
         self.seed = seed
         self.sample_frac = sample_frac
-        # stricter than the pool's own filter: no 8-word n-gram in common with an evaluation prompt
-        self.evals = EvalIndex(p.prompt for p in load_eval())
+        # stricter than the pool's own filter: no 8-word n-gram in common with an evaluation or a
+        # calibration prompt (the calibration set came after the pool; no template touched it)
+        self.evals = EvalIndex(p.prompt for p in held_out())
         self.templates = [p for p in training_prompts(pool, seed) if self.evals.find(p.prompt) is None]
 
     def job(self, j: int) -> Job:

@@ -298,7 +298,7 @@ Command (last run; a rerun with the same --out and --seed continues the plan):
   job kinds {KIND_MIX}; self-written requests by category {SELF_CATEGORY_MIX}
   (written at temperature 1.0, top-p 0.95, at most 80 tokens, cleaned by
   `selfprompt.clean_request`, and dropped when `overlap.EvalIndex` finds a shared 8-word
-  n-gram or a contained evaluation prompt of `assets/prompts/eval.jsonl`).
+  n-gram or a contained prompt of `assets/prompts/eval.jsonl` or `calibrate.jsonl`).
 - Answers: continuous batching (`batchgen.SlotGenerator`, {a.slots} slots), max_new_tokens
   {a.max_new_tokens}, stop at {" / ".join(END_TOKENS)} (ids {end_ids}); sampled answers at
   temperature {a.temperature}, top-p {a.top_p}, one generator per request seeded from the plan.

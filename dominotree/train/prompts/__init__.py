@@ -30,6 +30,7 @@ from dominotree.train.prompts.word_problems import word_problem
 
 CATEGORIES = ("chat", "math", "code")
 EVAL_PATH = Path(__file__).resolve().parents[3] / "assets" / "prompts" / "eval.jsonl"
+CALIBRATE_PATH = EVAL_PATH.with_name("calibrate.jsonl")      # what --budget auto calibrates on
 DEFAULT_MIX = {"chat": 0.40, "math": 0.30, "code": 0.30}
 
 
@@ -60,6 +61,13 @@ def load_eval(path: Path | str = EVAL_PATH) -> list[Prompt]:
                 d = json.loads(line)
                 out.append(Prompt(d["id"], d["category"], d["prompt"]))
     return out
+
+
+def held_out() -> list[Prompt]:
+    """Every prompt a measurement decodes: the evaluation set and the budget calibration set.
+    Training requests stay clear of both (``jobs.Plan``; ``tests/test_datagen.py`` checks the
+    committed data against both)."""
+    return load_eval(EVAL_PATH) + load_eval(CALIBRATE_PATH)
 
 
 def overlaps(prompt: str, eval_norms: set[str], eval_words: list[set[str]],
