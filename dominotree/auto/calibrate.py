@@ -203,8 +203,8 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     """Everything ``--budget auto`` needs for the loaded pair on this machine, made now and saved
     at the default paths (what ``profile-cost`` and ``calibrate-budget`` write): the verify-cost
     profile of this dtype, then the budget calibration of ``method`` (for ``draft_vocab``). The
-    explorer's "Calibrate this machine" button; about two minutes for the embedded pair on a 2-core
-    CPU. ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
+    explorer's "Calibrate this machine" button; a few minutes for the embedded pair on a 2-core
+    CPU (the 24 calibration prompts: 80 s on a Xeon). ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
     from .files import machine_dir
     from ..decode import Decoder
     from .profile import profile

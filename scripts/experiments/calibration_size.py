@@ -25,7 +25,7 @@ import random
 import statistics
 from dataclasses import replace
 
-from dominotree.auto.budget import choose, curve, load_calibration
+from dominotree.auto.budget import _choose, curve, load_calibration
 from dominotree.auto.costmodel import load_cost_model
 
 CATEGORIES = 3      # the calibration set's chat, code, math, interleaved
@@ -50,7 +50,7 @@ def verdict(cal, cm) -> tuple[int, float, float]:
     """(auto's budget, the best tree's predicted speedup, tau at budget 3)."""
     rows = curve(cal, cm)
     best = max(rows[1:], key=lambda r: (r["predicted_tokens_per_s"], -r["budget"]))
-    return choose(cal, cm), best["speedup"], rows[3]["tau"] if len(rows) > 3 else float("nan")
+    return _choose(rows), best["speedup"], rows[3]["tau"] if len(rows) > 3 else float("nan")
 
 
 def main(argv=None) -> int:
