@@ -34,7 +34,9 @@ BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 VERIFY_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # the kernels' cost is step-shaped at few rows
 
 
-PER_CATEGORY = 8     # 24 prompts, ~350 rounds: fewer misjudged the best budget (docs/auto.md)
+# 24 prompts (~410 rounds): auto's choice matched all 48's in 96 % of bootstrap draws, 88 % at 3 a
+# category (results/calibration-size-xeon, docs/auto.md)
+PER_CATEGORY = 8
 
 
 def calibration_source(per_category: int = PER_CATEGORY) -> str:
@@ -203,8 +205,9 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     """Everything ``--budget auto`` needs for the loaded pair on this machine, made now and saved
     at the default paths (what ``profile-cost`` and ``calibrate-budget`` write): the verify-cost
     profile of this dtype, then the budget calibration of ``method`` (for ``draft_vocab``). The
-    explorer's "Calibrate this machine" button; a few minutes for the embedded pair on a 2-core
-    CPU (the 24 calibration prompts: 80 s on a Xeon). ``on_stage(text)`` is told what runs. Returns ``(cost model, auto choice)``."""
+    explorer's "Calibrate this machine" button; about two minutes for the embedded pair on a 2-core
+    CPU (120 s on a Xeon, the calibration's 24 prompts 80 s of it). ``on_stage(text)`` is told what
+    runs. Returns ``(cost model, auto choice)``."""
     from .files import machine_dir
     from ..decode import Decoder
     from .profile import profile

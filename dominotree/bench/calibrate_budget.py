@@ -21,7 +21,8 @@ from pathlib import Path
 from .. import pairargs
 from ..auto.budget import AUTO_METHODS, choose, curve, require_profile
 from ..auto.files import calibration_name, stale
-from ..auto.calibrate import BUILD_GRID, PER_CATEGORY, calibrate, calibrate_here, calibration_prompts, calibration_source, resolve_auto  # noqa: F401
+from ..auto.calibrate import (BUILD_GRID, PER_CATEGORY, calibrate, calibrate_here,  # noqa: F401
+                              calibration_prompts, calibration_source, resolve_auto)
 from ..config import MAX_BUDGET, TreeConfig
 from ..errors import UserError
 
