@@ -115,8 +115,9 @@ class _PerRound(Observer):
 
 def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
               builder: str | None = None, tree: TreeConfig | None = None, progress: bool = True,
-              draft_vocab: int = 0) -> Calibration:
-    """Run the calibration (see the module docstring) and return it."""
+              draft_vocab: int = 0, prompt_source: str = "") -> Calibration:
+    """Run the calibration (see the module docstring) and return it; ``prompt_source`` (what the
+    prompts are) goes into its meta."""
     from tqdm import tqdm
     if method not in AUTO_METHODS:
         raise ValueError(f"--budget auto is for the fixed-budget tree methods ({', '.join(AUTO_METHODS)}), "
@@ -149,7 +150,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
             "weights": dec.target.weights, "drafters": drafters_id(dec.pair.name), "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
-            "max_new_tokens": max_new_tokens, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
+            "max_new_tokens": max_new_tokens, "prompt_source": prompt_source, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     draft_ms = statistics.median(draft)
     timed = per_round.verify_ms
@@ -190,8 +191,8 @@ def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None,
               f"python -m dominotree calibrate-budget does it separately)", file=sys.stderr)
         from ..decode import Decoder
         cal = calibrate(Decoder(pair, annotate=False), calibration_prompts(per_category), method, budget_max,
-                        builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab)
-        cal.meta["prompt_source"] = calibration_source(per_category)
+                        builder=builder, tree=tree, progress=progress, draft_vocab=draft_vocab,
+                        prompt_source=calibration_source(per_category))
         cal.save(kpath)
         print(f"saved {kpath}", file=sys.stderr)
     ch = auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=weights)
@@ -221,7 +222,6 @@ def calibrate_here(decoder, method: str = "dominotree", draft_vocab: int = 0, pe
     cpath = cm.save(here / "cost_model.json")
     say(f"timing ar and {method} at budgets 1 to {budget_max} on {3 * per_category} calibration prompts")
     cal = calibrate(Decoder(pair, annotate=False), calibration_prompts(per_category), method, budget_max,
-                    progress=False, draft_vocab=draft_vocab)
-    cal.meta["prompt_source"] = calibration_source(per_category)
+                    progress=False, draft_vocab=draft_vocab, prompt_source=calibration_source(per_category))
     kpath = cal.save(here / calibration_name(method, draft_vocab, pair.name))
     return cm, auto_choice(pair.name, dev, method, dtype, cpath, kpath, draft_vocab, weights=weights)

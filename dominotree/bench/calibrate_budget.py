@@ -80,8 +80,7 @@ def main(argv=None) -> int:
     from ..decode import Decoder
     tree = TreeConfig(budget=a.budget_max, corr_topm=a.corr_topm, node_topk=a.node_topk)
     cal = calibrate(Decoder(pair, annotate=False), prompts, a.method, a.budget_max,
-                    a.max_new_tokens, a.builder, tree, draft_vocab=a.draft_vocab)
-    cal.meta["prompt_source"] = source
+                    a.max_new_tokens, a.builder, tree, draft_vocab=a.draft_vocab, prompt_source=source)
     cal.save(out)
     rows = curve(cal, cm)
     b = choose(cal, cm)
