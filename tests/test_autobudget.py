@@ -179,6 +179,7 @@ def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_pat
     from dominotree.config import DecodeConfig
     from dominotree.auto.costmodel import default_path as cost_path
     from dominotree.errors import UserError
+    from dominotree.machine import cpu_signature
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DOMINOTREE_CACHE", str(tmp_path / "cache"))
     with pytest.raises(UserError) as e:
@@ -197,7 +198,9 @@ def test_auto_reads_only_files_made_on_this_machine_and_never_calibrates(tmp_pat
     cm = CostModel.synthetic(draft_ms=9.0, base_ms=35.0, per_node_ms=0.9, quad_ms=0.002)
     cal = _calibration()
     _made_here(cm, weights="int4-q8"); _made_here(cal, weights="int4-q8", preset="smollm2")
-    cm.meta["hardware"]["cpu_signature"] = cal.meta["hardware"]["cpu_signature"] = "AuthenticAMD-25-17"
+    other_cpu = "OtherVendor-0-0"         # no real CPU's signature: a fixed real one is this machine's on some hosts
+    assert other_cpu != cpu_signature()
+    cm.meta["hardware"]["cpu_signature"] = cal.meta["hardware"]["cpu_signature"] = other_cpu
     cm.save(cost_path("smollm2", "cpu")); cal.save(default_path("smollm2", "cpu", "dominotree"))
     here = machine_dir("smollm2", "cpu", "int4-q8", "float32")
     did = drafters_id("smollm2")          # the shipped drafters' id: part of the calibration's name
