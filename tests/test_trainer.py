@@ -240,6 +240,37 @@ def test_resume_continues_the_same_schedule(tiny, tmp_path):
         run("b", "--resume", "--lr", "0.5")
 
 
+def test_lr_domino_sets_the_domino_drafters_own_peak(tiny, tmp_path):
+    """--lr-domino scales the Domino drafter's schedule alone; a state remembers it, a state made
+    before the flag existed resumes as if it had been --lr, and another value is refused."""
+    import torch
+
+    state = tmp_path / "state.pt"
+
+    def run(*extra):
+        return T.main(["--target", str(tiny / "target"), "--data", str(tiny / "data"),
+                       "--out-dflash", str(tmp_path / "dflash"), "--out-domino", str(tmp_path / "domino"),
+                       "--max-steps", "4", "--time-budget-min", "10000", "--n-eval", "2", "--state", str(state),
+                       "--lr", "3e-3", *ARGS, *extra])
+    assert run("--run-steps", "2", "--lr-domino", "1e-3") == 0
+    blob = torch.load(state, weights_only=False)
+    assert blob["flags"]["lr"] == 3e-3 and blob["flags"]["lr_domino"] == 1e-3
+    (lr_d,) = {g["lr"] for g in blob["opts"]["dflash"]["param_groups"]}
+    (lr_m,) = {g["lr"] for g in blob["opts"]["domino"]["param_groups"]}
+    assert lr_m > 0 and lr_d == pytest.approx(3 * lr_m, rel=1e-12)
+    with pytest.raises(SystemExit, match="other settings"):
+        run("--resume", "--lr-domino", "2e-3")
+    # the same state as one written before --lr-domino existed, made with a single --lr
+    del blob["flags"]["lr_domino"]
+    for g in blob["opts"]["domino"]["param_groups"]:
+        g["lr"] *= 3
+    torch.save(blob, state)
+    assert run("--resume") == 0
+    assert torch.load(state, weights_only=False)["flags"]["lr_domino"] == 3e-3
+    with pytest.raises(SystemExit):
+        T.parse_args(["--lr-domino", "0"])
+
+
 def test_head_vocab_candidates_and_labels():
     from dominotree.train.headvocab import HeadVocab, frequent_tokens
     answers = [torch.tensor([5, 5, 7, 9, 9, 9]), torch.tensor([7, 3, 3])]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-SCHEDULE_FLAGS = ("lr", "min_lr_frac", "warmup", "decay_ratio", "lam_floor", "time_budget_min", "max_steps",
-                  "batch", "anchors", "seed", "layers", "intermediate", "block_size", "gru_hidden", "emb_dim", "taps",
+SCHEDULE_FLAGS = ("lr", "lr_domino", "min_lr_frac", "warmup", "decay_ratio", "lam_floor", "time_budget_min",
+                  "max_steps", "batch", "anchors", "seed", "layers", "intermediate", "block_size", "gru_hidden", "emb_dim", "taps",
                   "soft_k", "loop_weight", "topm_loss", "topm_weight")
 
 
@@ -62,6 +62,7 @@ def load_state(path: Path, models: dict, opts: dict, rng: random.Random, gen: to
         raise SystemExit(f"error: no training state at {path}")
     blob = torch.load(path, map_location="cpu", weights_only=False)
     flags = {k: getattr(args, k, None) for k in SCHEDULE_FLAGS}
+    blob["flags"].setdefault("lr_domino", blob["flags"].get("lr"))   # states made before --lr-domino
     diff = [k for k in SCHEDULE_FLAGS if blob["flags"].get(k) != flags[k]]
     if diff:
         raise SystemExit(f"error: {path} was made with other settings: "

@@ -92,6 +92,8 @@ def parse_args(argv):
                     help="start from this Domino checkpoint folder (released format) instead of a fresh init")
     ap.add_argument("--gamma", type=float, default=7.0, help="row loss-weight decay exp(-(k-1)/gamma)")
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr-domino", type=float, default=None,
+                    help="the Domino drafter's peak lr (default: --lr); the same warmup and cosine schedule")
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=float, default=0.03, help="warmup fraction of training")
     ap.add_argument("--weight-decay", type=float, default=0.01)
@@ -156,11 +158,14 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     a.out_dflash = a.out_dflash or Path(f"data/train/smollm2-dflash-b{a.block_size}")
     a.out_domino = a.out_domino or Path(f"data/train/smollm2-domino-b{a.block_size}")
+    a.lr_domino = a.lr if a.lr_domino is None else a.lr_domino
     if a.state is not None and a.state.is_file() and not a.resume and not a.no_auto_resume:
         a.resume = True
         print(f"found the training state {a.state}: resuming (--no-auto-resume starts afresh)", file=sys.stderr)
     if a.soft_k < 0 or a.topm_loss < 0 or not 0.0 <= a.loop_weight <= 1.0:
         ap.error("--soft-k and --topm-loss must be >= 0, --loop-weight in [0, 1]")
+    if a.lr <= 0 or a.lr_domino <= 0:
+        ap.error("--lr and --lr-domino must be > 0")
     try:
         dev = torch.device(a.device)
     except RuntimeError as e:
@@ -236,9 +241,10 @@ def main(argv: list[str] | None = None, dist=None) -> int:
     log(f"dflash: {cfg_d.num_hidden_layers} layers, inter {cfg_d.intermediate_size}, heads "
         f"{cfg_d.num_attention_heads}/{cfg_d.num_key_value_heads}x{cfg_d.head_dim}, {nparam(dflash) / 1e6:.2f} M params; "
         f"domino: + GRU {cfg_m.gru_hidden_dim}, emb {cfg_m.emb_dim}, {nparam(domino) / 1e6:.2f} M params; "
-        f"both {mb:.1f} MB in bf16; threads {a.threads} (max {max_threads})")
+        f"both {mb:.1f} MB in bf16; threads {a.threads} (max {max_threads}); "
+        f"peak lr dflash {a.lr:g} domino {a.lr_domino:g}")
     opt_d = torch.optim.AdamW(param_groups(dflash, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    opt_m = torch.optim.AdamW(param_groups(domino, a.weight_decay), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    opt_m = torch.optim.AdamW(param_groups(domino, a.weight_decay), lr=a.lr_domino, betas=(0.9, 0.95), eps=1e-8)
     vocab = None
     if a.head_vocab:
         vocab = HeadVocab(frequent_tokens((s.ids[s.prompt_len:] for s in train), a.head_vocab,
@@ -266,6 +272,7 @@ def main(argv: list[str] | None = None, dist=None) -> int:
     def save(step, why):
         extra = {"dominotree_training": {"step": step, "seed": a.seed, "data": str(a.data),
                                          "minutes": round((time.perf_counter() - t0) / 60, 1), "lr": a.lr,
+                                         "lr_domino": a.lr_domino,
                                          "lam_floor": a.lam_floor,
                                          "resumed_from": {"dflash": str(a.resume_dflash) if a.resume_dflash else None,
                                                           "domino": str(a.resume_domino) if a.resume_domino else None}}}
@@ -322,9 +329,9 @@ def main(argv: list[str] | None = None, dist=None) -> int:
         batch, order = order[: a.batch], order[a.batch:]
         lr = lr_at(p, a.lr, a.warmup, a.min_lr_frac)
         lam = max(a.lam_floor, 1.0 - p / a.decay_ratio if a.decay_ratio > 0 else 0.0)
-        for o in (opt_d, opt_m):
+        for o, peak in ((opt_d, a.lr), (opt_m, a.lr_domino)):
             for g in o.param_groups:
-                g["lr"] = lr
+                g["lr"] = lr_at(p, peak, a.warmup, a.min_lr_frac)
         if a.threads == "auto" and max_threads > 1:
             probe.before(step)
         ts = time.perf_counter()
