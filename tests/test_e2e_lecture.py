@@ -11,6 +11,7 @@ before any run and after a stopped run do no harm. Run:
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -232,7 +233,7 @@ def views_agree(page, r: int) -> None:
     settled(page, lambda: page.keyboard.press("2"))
 
 
-def test_round_steps_draw_at_once_from_the_page(app, browser):
+def test_round_steps_draw_at_once_from_the_page(app, browser, tiny_decoder, monkeypatch):
     page = new_page(browser)
     page.goto(app)
     page.wait_for_selector("#prompt textarea")
@@ -298,7 +299,16 @@ def test_round_steps_draw_at_once_from_the_page(app, browser):
     views_agree(page, m - 2)
     assert page.errors == [], page.errors
 
-    # a run stopped half-way: its rounds step like any other
+    # a run stopped half-way: its rounds step like any other. The tiny pair decodes 400 tokens in
+    # about a second on a fast CPU, no longer than the first streamed update takes to come, so each
+    # Domino round is made to last 20 ms (~8 s in all): the Stop then lands half-way on any machine.
+    real_draft = tiny_decoder.draft
+
+    def slow_domino_draft(drafter, *args, **kwargs):
+        if drafter is tiny_decoder.pair.drafters.get("domino"):
+            time.sleep(0.02)
+        return real_draft(drafter, *args, **kwargs)
+    monkeypatch.setattr(tiny_decoder, "draft", slow_domino_draft)
     page.keyboard.press("Escape")
     set_number(page, "max-new", 400)
     page.click("#run")
