@@ -243,8 +243,6 @@ def test_resume_continues_the_same_schedule(tiny, tmp_path):
 def test_lr_domino_sets_the_domino_drafters_own_peak(tiny, tmp_path):
     """--lr-domino scales the Domino drafter's schedule alone; a state remembers it, a state made
     before the flag existed resumes as if it had been --lr, and another value is refused."""
-    import torch
-
     state = tmp_path / "state.pt"
 
     def run(*extra):

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 SCHEDULE_FLAGS = ("lr", "lr_domino", "min_lr_frac", "warmup", "decay_ratio", "lam_floor", "time_budget_min",
-                  "max_steps", "batch", "anchors", "seed", "layers", "intermediate", "block_size", "gru_hidden", "emb_dim", "taps",
-                  "soft_k", "loop_weight", "topm_loss", "topm_weight")
+                  "max_steps", "batch", "anchors", "seed", "layers", "intermediate", "block_size", "gru_hidden",
+                  "emb_dim", "taps", "soft_k", "loop_weight", "topm_loss", "topm_weight")
 
 
 @dataclass
