@@ -176,7 +176,7 @@ def check_train_argv(argv: list[str]) -> list[str]:
 def train_main(argv: list[str], dump: str | None = None) -> int:
     ra, targv = split_ray_args(argv)
     targv = check_train_argv(targv)
-    from dominotree.train.trainer import parse_args
+    from dominotree.train.options import parse_args
     a = parse_args(targv)                 # the trainer's own errors, before any worker starts
     from dominotree import cluster
     try:

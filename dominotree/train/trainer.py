@@ -53,7 +53,7 @@ from dominotree.models.drafter import Drafter
 from dominotree.train.data import Seq, read_data, split_stage
 from dominotree.train.drafters import init_drafter, lr_at, make_configs, param_groups, resume_from
 from dominotree.train.headvocab import HeadVocab, frequent_tokens
-from dominotree.train.options import parse_args  # noqa: F401  (trainer.parse_args, as callers use it)
+from dominotree.train.options import parse_args
 from dominotree.train.runtime import Log, ThreadProbe, save_atomic, write_summary
 from dominotree.train.state import Position, data_fingerprint, load_state, save_state
 from dominotree.train.step import Trainer
