@@ -275,8 +275,9 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
     assert last["auto"]["budget"] == last["budget"] and last["auto"]["reason"].startswith("auto: ")
     assert str(tmp_path / "cache" / "auto") in last["auto"]["calibration"]
     cal = json.loads(Path(last["auto"]["calibration"]).read_text())     # the verify timed at grid budgets
-    assert cal["version"] == 3 and cal["verify_grid"][-1] == cal["budget_max"] and cal["verify_grid"][:3] == [1, 2, 3]
+    assert cal["version"] == 4 and cal["verify_grid"][-1] == cal["budget_max"] and cal["verify_grid"][:3] == [1, 2, 3]
     assert len(cal["verify_grid_ms"]) == len(cal["verify_grid"]) and all(ms > 0 for ms in cal["verify_grid_ms"])
+    assert len(cal["commit_grid_ms"]) == len(cal["verify_grid"]) and all(ms > 0 for ms in cal["commit_grid_ms"])
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
                          "--max-new-tokens", "8", "--json", "--no-warm-up")
     assert code == 0 and "calibrating now" not in err and "using budget calibration" in err
@@ -567,8 +568,32 @@ def test_a_calibration_that_timed_the_verify_predicts_with_it(tmp_path):
     path = cal.save(tmp_path / "cal.json")
     back = load_calibration(path)
     assert back.verify_grid == [1, 2, 4, 8] and back.verify_grid_ms == cal.verify_grid_ms
-    assert json.loads(path.read_text())["version"] == 3
+    assert json.loads(path.read_text())["version"] == 4
     with pytest.raises(ValueError, match="verify_grid"):
         Calibration(**kw, verify_grid=[2, 1], verify_grid_ms=[6.0, 5.5])
     with pytest.raises(ValueError, match="verify_grid"):
         Calibration(**kw, verify_grid=[1, 2], verify_grid_ms=[6.0])
+
+
+def test_version_4_prices_the_commit_per_budget(tmp_path):
+    """Version 4: the commit stage timed at each verify-grid budget (a small tree's commit is cheaper
+    than the calibration tree's) replaces the one commit time in the round, linear between grid
+    budgets; it survives a save and a load; a commit grid without a verify grid, or of another
+    length, is refused."""
+    from dominotree.auto.budget import load_calibration
+    accept = [[min(1 + b // 2, 5) for b in range(1, 9)] for _ in range(3)]
+    kw = dict(method="dominotree", budget_max=8, starts=[50, 60, 70], accept=accept, draft_ms=2.0, commit_ms=0.5,
+              build_grid=[1, 8], build_ms=[0.5, 1.2], meta={}, ar_starts=[50, 51], ar_ms=[5.0, 5.0])
+    cal = Calibration(**kw, verify_grid=[1, 2, 4, 8], verify_grid_ms=[5.5, 6.0, 7.0, 11.0],
+                      commit_grid_ms=[0.04, 0.05, 0.07, 0.11])
+    assert cal.commit_at(1) == 0.04 and cal.commit_at(3) == pytest.approx(0.06) and cal.commit_at(8) == 0.11
+    rows = curve(cal, CostModel.synthetic(base_ms=5.0, per_node_ms=0.1))
+    for b in range(1, 9):
+        assert rows[b]["round_ms"] == pytest.approx(cal.draft_at(b) + cal.build_at(b) + cal.verify_at(b) + cal.commit_at(b))
+    assert Calibration(**kw).commit_at(3) == 0.5                     # before version 4: the one commit time
+    back = load_calibration(cal.save(tmp_path / "cal.json"))
+    assert back.commit_grid_ms == cal.commit_grid_ms and back.commit_at(3) == cal.commit_at(3)
+    with pytest.raises(ValueError, match="commit_grid_ms"):
+        Calibration(**kw, commit_grid_ms=[0.1])
+    with pytest.raises(ValueError, match="commit_grid_ms"):
+        Calibration(**kw, verify_grid=[1, 2], verify_grid_ms=[6.0, 6.5], commit_grid_ms=[0.1])

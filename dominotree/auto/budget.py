@@ -9,7 +9,7 @@ acceptance the budget-``b`` tree would have had in that round: the accept walk o
 
 Per round ``r`` of the calibration the predicted round time at budget ``b`` is
 
-    draft_ms(b) + build_ms(b) + C_v(b; start_r) + commit_ms
+    draft_ms(b) + build_ms(b) + C_v(b; start_r) + commit_ms(b)
 
 with ``C_v`` the verify-cost model of ``profile-cost`` (``dominotree.auto.costmodel``), the build time
 measured in the calibration at a grid of budgets (linear between them), the draft time likewise
@@ -26,7 +26,10 @@ rows the accept walk reads, the walk; ``auto.calibrate``), and the prediction us
 place of ``C_v`` and the remainder below: on a 2-core AVX2 CPU the profile's random trees with every
 row's head put a 3-row verify at +30-41 % of a one-row step where the decoder's verify stage
 takes +22 %, and its convex fit smooths the kernels' step-shaped cost at few rows. Older
-calibrations keep the profile's model.
+calibrations keep the profile's model. Since version 4 (``auto.calibration``) every stage's grid
+times come from plain decodes at each grid budget (``calibrate.stage_ms_by_budget``), the commit
+included (``commit_at``): the version-3 times, taken at ``budget_max`` and re-timed beside its rounds,
+priced a budget-3 round at 2.10 ``ar`` steps where the decodes measured 1.86 (results/soft22-zen5).
 
 Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
 prompts and records the tree's measured verify stage, so each prediction carries what the profile
@@ -50,12 +53,9 @@ from pathlib import Path
 from ..config import CHAIN_METHODS, DecodeConfig
 from .files import auto_paths, drafters_id, other_machine, stale
 from .costmodel import device_slug
-from ..jsonfile import read_json, write_json_atomic
+from .calibration import Calibration, load_calibration
 from ..tree import Tree, accept_walk
 
-SCHEMA = "dominotree.budget_calibration"
-SCHEMA_VERSION = 3        # 2: the tree's verify ms per round and the ar rounds (budget 0); 3: the verify per grid budget
-READABLE_VERSIONS = (1, 2, 3)
 AR_MARGIN = 0.03          # a tree must be predicted this much faster than ar to be chosen over it
 PROFILE_SLOW = 0.8        # a profile this much slower than the calibration's own ar rounds is worth a warning
 # the fixed-budget heaps whose first b pops are the budget-b tree, ties included
@@ -72,108 +72,6 @@ def prefix_accept(tree: Tree, target_tokens: list[int], budget_max: int) -> list
         accepted, _ = accept_walk(tree.prefix(n), target_tokens[:n + 1])
         out.append(len(accepted))
     return out
-
-
-@dataclass
-class Calibration:
-    """A budget-``budget_max`` run of ``method``: per round its start and the tokens every prefix
-    would have committed, plus the stage costs that do not come from the verify-cost model."""
-    method: str
-    budget_max: int
-    starts: list[int]                    # per round: the root's position (context length)
-    accept: list[list[int]]              # per round: tokens committed at b = 1..budget_max
-    draft_ms: float
-    commit_ms: float
-    build_grid: list[int]                # budgets at which the build was timed
-    build_ms: list[float]                # median build ms at each grid budget
-    meta: dict = field(default_factory=dict)
-    draft_grid_ms: list[float] | None = None   # median draft ms at each grid budget (None: draft_ms)
-    verify_ms: list[float] | None = None       # per round: the measured verify stage (version 2)
-    ar_starts: list[int] | None = None         # ar on the same prompts: each round's start
-    ar_ms: list[float] | None = None           #   and its ms, all stages (version 2)
-    verify_grid: list[int] | None = None       # budgets at which the verify stage was timed (version 3)
-    verify_grid_ms: list[float] | None = None  #   its median ms at each
-
-    def __post_init__(self):
-        if not self.accept or len(self.accept) != len(self.starts):
-            raise ValueError("a calibration needs at least one round, with a start per round")
-        if any(len(a) != self.budget_max for a in self.accept):
-            raise ValueError("every round needs one acceptance per budget 1..budget_max")
-        if not self.build_grid or len(self.build_grid) != len(self.build_ms) or \
-                any(b2 <= b1 for b1, b2 in zip(self.build_grid, self.build_grid[1:])):
-            raise ValueError("build_grid must be increasing, with one build time per budget")
-        if self.draft_grid_ms is not None and len(self.draft_grid_ms) != len(self.build_grid):
-            raise ValueError("draft_grid_ms needs one draft time per grid budget")
-        if self.verify_ms is not None and len(self.verify_ms) != len(self.starts):
-            raise ValueError("verify_ms needs one time per round")
-        if (self.verify_grid is None) != (self.verify_grid_ms is None) or (self.verify_grid is not None and (
-                not self.verify_grid or len(self.verify_grid) != len(self.verify_grid_ms)
-                or any(b2 <= b1 for b1, b2 in zip(self.verify_grid, self.verify_grid[1:])) or self.verify_grid[0] < 1)):
-            raise ValueError("verify_grid must be increasing budgets >= 1, with one verify time per budget")
-        if (self.ar_ms is None) != (self.ar_starts is None) or \
-                (self.ar_ms is not None and (not self.ar_ms or len(self.ar_ms) != len(self.ar_starts))):
-            raise ValueError("ar_ms and ar_starts go together, one per ar round")
-
-    def draft_at(self, b: int) -> float:
-        """Draft ms at budget ``b`` (the grid's, linear between its budgets, flat beyond them)."""
-        if self.draft_grid_ms is None:
-            return self.draft_ms
-        g, v = self.build_grid, self.draft_grid_ms
-        if b <= g[0]:
-            return float(v[0])
-        for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
-            if b <= b1:
-                return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
-        return float(v[-1])
-
-    def build_at(self, b: int) -> float:
-        g, v = self.build_grid, self.build_ms
-        if b <= g[0]:
-            return float(v[0]) * (b / g[0] if g[0] > 0 else 1.0)
-        return _between(g, v, b)
-
-    def verify_at(self, b: int) -> float | None:
-        """The verify stage's ms at budget ``b`` as timed (version 3: linear between the grid's
-        budgets, the last slope beyond them); None without such times."""
-        g, v = self.verify_grid, self.verify_grid_ms
-        if g is None:
-            return None
-        return float(v[0]) if b <= g[0] else _between(g, v, b)
-
-    def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "version": SCHEMA_VERSION, "method": self.method, "budget_max": self.budget_max,
-                "starts": self.starts, "accept": self.accept, "draft_ms": self.draft_ms, "commit_ms": self.commit_ms,
-                "build_grid": self.build_grid, "build_ms": self.build_ms, "meta": self.meta,
-                **({"draft_grid_ms": self.draft_grid_ms} if self.draft_grid_ms is not None else {}),
-                **({"verify_ms": self.verify_ms} if self.verify_ms is not None else {}),
-                **({"ar_starts": self.ar_starts, "ar_ms": self.ar_ms} if self.ar_ms is not None else {}),
-                **({"verify_grid": self.verify_grid, "verify_grid_ms": self.verify_grid_ms}
-                   if self.verify_grid is not None else {})}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Calibration":
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise ValueError(f"not a DominoTree budget calibration (missing schema {SCHEMA!r})")
-        if d.get("version") not in READABLE_VERSIONS:
-            raise ValueError(f"calibration version {d.get('version')!r} is not supported")
-        opt = lambda k, f: [f(x) for x in d[k]] if d.get(k) is not None else None   # noqa: E731
-        return cls(d["method"], int(d["budget_max"]), [int(s) for s in d["starts"]],
-                   [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
-                   [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {},
-                   opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float),
-                   opt("verify_grid", int), opt("verify_grid_ms", float))
-
-    def save(self, path: str | Path) -> Path:
-        return write_json_atomic(path, self.to_dict())
-
-
-def _between(g: list[int], v: list[float], b: float) -> float:
-    """``v`` at ``b`` on the grid ``g`` (b >= g[0]): linear between points, the last slope beyond."""
-    for (b0, v0), (b1, v1) in zip(zip(g, v), zip(g[1:], v[1:])):
-        if b <= b1:
-            return float(v0 + (v1 - v0) * (b - b0) / (b1 - b0))
-    slope = (v[-1] - v[-2]) / (g[-1] - g[-2]) if len(g) > 1 else v[-1] / max(g[-1], 1)
-    return float(v[-1] + slope * (b - g[-1]))
 
 
 def _median(xs) -> float:
@@ -223,7 +121,7 @@ def curve(cal: Calibration, cost_model) -> list[dict]:
     for b in range(1, cal.budget_max + 1):
         toks = sum(a[b - 1] for a in cal.accept)
         timed = cal.verify_at(b)      # version 3: the verify stage as timed at this budget in these rounds
-        ms = sum(cal.draft_at(b) + cal.build_at(b) + cal.commit_ms +
+        ms = sum(cal.draft_at(b) + cal.build_at(b) + cal.commit_at(b) +
                  (timed if timed is not None else k * cost_model.verify_ms_at(b, s) + over(b)) for s in cal.starts)
         out.append({"budget": b, "tau": toks / n, "round_ms": ms / n, "round_ar_steps": ms / n / ar_ms,
                     "predicted_tokens_per_s": 1e3 * toks / ms, "speedup": toks / n / (ms / n / ar_ms)})
@@ -251,10 +149,6 @@ def explain(rows: list[dict], budget: int) -> str:
     r = rows[budget]
     return (f"auto: budget {budget}: a round costs {r['round_ar_steps']:.2f} ar steps and commits {r['tau']:.2f} "
             f"tokens, predicted {r['speedup']:.2f}x ar")
-
-
-def load_calibration(path: str | Path) -> Calibration:
-    return read_json(path, "budget calibration", "python -m dominotree calibrate-budget", Calibration.from_dict)
 
 
 def require_profile(path: str | Path, preset: str, dtype: str):

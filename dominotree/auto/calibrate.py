@@ -4,12 +4,10 @@ One greedy (T = 0) run of the method at a large budget on the calibration prompt
 ``per_category`` of each category of ``assets/prompts/calibrate.jsonl``: 48 prompts written for
 this, sharing no 8-word n-gram with the 36 evaluation prompts the benches decode nor with any
 training request, so that the budget is not chosen on the prompts a bench then measures), recording per round
-the acceptance every smaller budget would have had (``budget.prefix_accept``), the draft and
-commit times, and the build time at a grid of budgets (each round's block rebuilt at every grid
-budget, timed, outside the round's own stage times), and the draft time at the same grid (the
-round's draft, less its LM head, plus the head timed again on the ``min(b, depth)`` rows a
-budget-``b`` tree can use). With the verify-cost profile of ``profile-cost`` this predicts
-tokens/s against the budget; ``--budget auto`` picks the best (``auto.budget``).
+the acceptance every smaller budget would have had (``budget.prefix_accept``), with ``ar`` on the
+same prompts interleaved; then the price of a round at each grid budget, every stage's median
+over plain decodes of the first ``TIMING_PROMPTS`` prompts at that budget (``stage_ms_by_budget``).
+This predicts tokens/s against the budget; ``--budget auto`` picks the best (``auto.budget``).
 
 ``resolve_auto`` is ``--budget auto`` for ``generate`` and ``bench``; ``calibrate_here`` is the
 explorer's "Calibrate this machine"; ``python -m dominotree calibrate-budget`` (``bench/calibrate_budget.py``)
@@ -25,14 +23,13 @@ from dataclasses import replace
 from .budget import AUTO_METHODS, Calibration, auto_choice, check_auto_method, prefix_accept, require_profile
 from .files import auto_paths, calibration_name, drafters_id, stale
 from ..config import DecodeConfig, TreeConfig, default_builder
-from ..models.target import cache_truncate
-from ..observe import Observer, RoundState, StageClock
-from ..tree import accept_walk
-from ..verify import TreeRows, verify_tree
+from ..observe import Observer
 
 BUILD_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 VERIFY_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # the kernels' cost is step-shaped at few rows
 
+
+TIMING_PROMPTS = 6        # the first 6 calibration prompts (two a category) price each budget's round
 
 # 24 prompts (~410 rounds): auto's choice matched all 48's in 96 % of bootstrap draws, 88 % at 3 a
 # category (results/calibration-size-xeon, docs/auto.md)
@@ -60,57 +57,31 @@ def calibration_prompts(per_category: int = PER_CATEGORY) -> list[str]:
     return [p for group in zip(*picks) for p in group]
 
 
-class _PerRound(Observer):
-    """What a calibration measures in each round beside its own stages, off the round's clock:
-    the round's block built again at every grid budget (each timed alone), the draft's LM head
-    timed again on the rows a budget-``b`` tree can use (per grid budget: that head's ms less the
-    full head's), and the verify stage of the tree's budget-``b`` prefix at every verify-grid
-    budget (the target's forward over its rows at this round's position, the LM head on the rows
-    the accept walk reads, the walk; then the cache is cut back). Reads every tree row's target
-    token (``prefix_accept`` needs them)."""
+class _ReadsAllRows(Observer):
+    """Makes the calibration's rounds read every tree row's target token (``prefix_accept`` needs
+    them), off the round's clock."""
     reads_all_rows = True
 
-    def __init__(self, grid: list[int], verify_grid: list[int]):
-        self.grid, self.verify_grid = grid, verify_grid
-        self.build_ms: dict[int, list[float]] = {b: [] for b in grid}
-        self.head_ms: dict[int, list[float]] = {b: [] for b in grid}
-        self.verify_ms: dict[int, list[float]] = {b: [] for b in verify_grid}
 
-    def clear(self) -> None:
-        for v in (*self.build_ms.values(), *self.head_ms.values(), *self.verify_ms.values()):
-            v.clear()
-
-    def after_draft(self, dec, s: RoundState) -> None:
-        head = dec.target.logits if s.vocab is None else s.vocab.logits
-        rows = s.block.z.to(dec.target.dtype)
-        times = {}
-        for n in sorted({min(b, rows.shape[0]) for b in self.grid} | {rows.shape[0]}):
-            c = StageClock(dec.target.device)
-            t = c.now()
-            head(rows[:n])
-            times[n] = (c.now() - t) * 1e3
-        for b in self.grid:
-            self.head_ms[b].append(times[min(b, rows.shape[0])] - times[rows.shape[0]])
-
-    def after_build(self, dec, s: RoundState) -> None:
-        if s.block is None:
-            return
-        for b in self.grid:
-            c = StageClock(dec.target.device)
-            cfg = replace(s.cfg, tree=replace(s.cfg.tree, budget=b), ab_builder=None)
-            dec.build(cfg, s.drafter, s.block, s.root, s.start, s.builder, None, c, s.vocab)
-            self.build_ms[b].append(c.ms["build"])
-        if s.cache is None or s.cfg.temperature > 0:
-            return
-        tree, tgt = s.built.tree, dec.target
-        for b in self.verify_grid:
-            prefix = tree.prefix(min(b, tree.num_nodes))
-            c = StageClock(tgt.device)
-            t = c.now()
-            vout = verify_tree(tgt, s.cache, prefix, s.start, s.taps, lazy_head=True)
-            accept_walk(prefix, TreeRows(tgt, prefix, vout, 0.0, None))
-            self.verify_ms[b].append((c.now() - t) * 1e3)
-            cache_truncate(s.cache, s.start)
+def stage_ms_by_budget(dec, prompts: list[str], method: str, budgets: list[int], max_new_tokens: int,
+                       builder: str, tree: TreeConfig, draft_vocab: int = 0) -> dict[int, dict[str, float]]:
+    """Per budget, the median ms of each stage over the rounds of plain decodes of ``prompts`` at
+    that budget (no observer, each prompt's budgets one after another): a round's price as the
+    decoder pays it. The calibration's own run at ``budget_max`` cannot give it: its draft and
+    commit are a large tree's, and stages re-timed beside a round (warm or cold caches) drifted
+    from what the decodes measured (2.10 against 1.86 ``ar`` steps at budget 3 on a Zen 5,
+    results/soft22-zen5)."""
+    ms: dict[int, dict[str, list[float]]] = {b: {} for b in budgets}
+    for pi, p in enumerate(prompts):
+        for b in budgets:
+            cfg = DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi, builder=builder,
+                               tree=replace(tree, budget=b), draft_vocab=draft_vocab)
+            for rt in dec.generate(p, cfg).rounds:
+                for stage, t in rt.stage_ms.items():
+                    ms[b].setdefault(stage, []).append(t)
+    if any(not m for m in ms.values()):
+        raise ValueError("the timing prompts gave no round at some budget: use longer prompts or more tokens")
+    return {b: {stage: statistics.median(t) for stage, t in m.items()} for b, m in ms.items()}
 
 
 def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tokens: int = 48,
@@ -126,39 +97,36 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     tree = replace(tree or TreeConfig(), budget=budget_max)
     grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
     verify_grid = [b for b in VERIFY_GRID if b < budget_max] + [budget_max]
-    per_round = _PerRound(grid, verify_grid)
+    reads_all = _ReadsAllRows()
     starts, accept, draft, commit, verify, ar_starts, ar_ms = [], [], [], [], [], [], []
     for m in ("ar", method):
         dec.generate("Warm-up", DecodeConfig(method=m, max_new_tokens=16, builder=builder, tree=tree,
-                                             draft_vocab=draft_vocab), observers=[per_round])
-    per_round.clear()
+                                             draft_vocab=draft_vocab), observers=[reads_all])
     for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
         # ar on the same prompt, interleaved: budget 0, what a tree must beat on this machine
         tr = dec.generate(p, DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=1000 + 100 * pi))
         ar_starts += [rt.start for rt in tr.rounds]
         ar_ms += [sum(rt.stage_ms.values()) for rt in tr.rounds]
         tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
-                                          builder=builder, tree=tree, draft_vocab=draft_vocab), observers=[per_round])
+                                          builder=builder, tree=tree, draft_vocab=draft_vocab), observers=[reads_all])
         for rt in tr.rounds:
             starts.append(rt.start)
             accept.append(prefix_accept(rt.tree, rt.target_tokens, budget_max))
             draft.append(rt.stage_ms["draft"])
             verify.append(rt.stage_ms["verify"])
             commit.append(rt.stage_ms["commit"])
-    build_ms, head_ms = per_round.build_ms, per_round.head_ms
+    timed = stage_ms_by_budget(dec, prompts[:TIMING_PROMPTS], method, sorted(set(grid) | set(verify_grid)),
+                               max_new_tokens, builder, tree, draft_vocab)
     from ..machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
             "weights": dec.target.weights, "drafters": drafters_id(dec.pair.name), "builder": builder,
             "corr_topm": tree.corr_topm, "node_topk": tree.node_topk, "draft_vocab": draft_vocab, "prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "prompt_source": prompt_source, "rounds": len(starts), "hardware": hardware_info(dec.target.device),
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    draft_ms = statistics.median(draft)
-    timed = per_round.verify_ms
-    vgrid = verify_grid if all(timed[b] for b in verify_grid) else None
-    return Calibration(method, budget_max, starts, accept, draft_ms, statistics.median(commit),
-                       grid, [statistics.median(build_ms[b]) for b in grid], meta,
-                       [max(0.0, draft_ms + statistics.median(head_ms[b])) for b in grid], verify, ar_starts, ar_ms,
-                       vgrid, None if vgrid is None else [statistics.median(timed[b]) for b in vgrid])
+    return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
+                       grid, [timed[b]["build"] for b in grid], meta, [timed[b]["draft"] for b in grid], verify,
+                       ar_starts, ar_ms, verify_grid, [timed[b]["verify"] for b in verify_grid],
+                       [timed[b]["commit"] for b in verify_grid])
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,
