@@ -275,9 +275,10 @@ def test_auto_measures_on_first_use_and_says_what_it_chose(cli, tmp_path, monkey
     assert last["auto"]["budget"] == last["budget"] and last["auto"]["reason"].startswith("auto: ")
     assert str(tmp_path / "cache" / "auto") in last["auto"]["calibration"]
     cal = json.loads(Path(last["auto"]["calibration"]).read_text())     # the verify timed at grid budgets
-    assert cal["version"] == 4 and cal["verify_grid"][-1] == cal["budget_max"] and cal["verify_grid"][:3] == [1, 2, 3]
+    assert cal["version"] == 5 and cal["verify_grid"][-1] == cal["budget_max"] and cal["verify_grid"][:3] == [1, 2, 3]
     assert len(cal["verify_grid_ms"]) == len(cal["verify_grid"]) and all(ms > 0 for ms in cal["verify_grid_ms"])
     assert len(cal["commit_grid_ms"]) == len(cal["verify_grid"]) and all(ms > 0 for ms in cal["commit_grid_ms"])
+    assert cal["ar_timed_ms"] > 0                                      # ar timed beside the trees (version 5)
     code, out, err = cli("generate", "--preset", "random-tiny", "--budget", "auto", "--prompt", "Hi",
                          "--max-new-tokens", "8", "--json", "--no-warm-up")
     assert code == 0 and "calibrating now" not in err and "using budget calibration" in err
@@ -568,7 +569,7 @@ def test_a_calibration_that_timed_the_verify_predicts_with_it(tmp_path):
     path = cal.save(tmp_path / "cal.json")
     back = load_calibration(path)
     assert back.verify_grid == [1, 2, 4, 8] and back.verify_grid_ms == cal.verify_grid_ms
-    assert json.loads(path.read_text())["version"] == 4
+    assert json.loads(path.read_text())["version"] == 5
     with pytest.raises(ValueError, match="verify_grid"):
         Calibration(**kw, verify_grid=[2, 1], verify_grid_ms=[6.0, 5.5])
     with pytest.raises(ValueError, match="verify_grid"):
@@ -597,3 +598,33 @@ def test_version_4_prices_the_commit_per_budget(tmp_path):
         Calibration(**kw, commit_grid_ms=[0.1])
     with pytest.raises(ValueError, match="commit_grid_ms"):
         Calibration(**kw, verify_grid=[1, 2], verify_grid_ms=[6.0, 6.5], commit_grid_ms=[0.1])
+
+
+def test_version_5_prices_ar_on_the_timing_passs_clock(tmp_path):
+    """Version 5: ``ar``'s round as timed beside the trees (``ar_timed_ms``) is budget 0's price and
+    the unit of every ``round_ar_steps``, whatever the main pass's ar rounds and the profile say;
+    it survives a save and a load; a calibration without it keeps the profile's ar; a time that is
+    not positive, or one without a verify grid, is refused."""
+    from dominotree.auto.budget import load_calibration
+    accept = [[min(1 + b // 2, 5) for b in range(1, 9)] for _ in range(3)]
+    kw = dict(method="dominotree", budget_max=8, starts=[50, 60, 70], accept=accept, draft_ms=2.0, commit_ms=0.5,
+              build_grid=[1, 8], build_ms=[0.5, 1.2], meta={}, ar_starts=[50, 51], ar_ms=[5.0, 5.0],
+              verify_grid=[1, 2, 4, 8], verify_grid_ms=[5.5, 6.0, 7.0, 11.0], commit_grid_ms=[0.04, 0.05, 0.07, 0.11])
+    cm = CostModel.synthetic(base_ms=5.0, per_node_ms=0.1)
+    before = curve(Calibration(**kw), cm)
+    assert before[0]["round_ms"] == pytest.approx(5.0)             # the main pass's ar rounds
+    cal = Calibration(**kw, ar_timed_ms=4.0)
+    rows = curve(cal, cm)
+    assert rows[0]["round_ms"] == 4.0
+    for b in range(1, 9):
+        assert rows[b]["round_ms"] == pytest.approx(before[b]["round_ms"])      # the trees' prices as before
+        assert rows[b]["round_ar_steps"] == pytest.approx(rows[b]["round_ms"] / 4.0)
+        assert rows[b]["speedup"] == pytest.approx(before[b]["speedup"] * 4.0 / 5.0)
+    back = load_calibration(cal.save(tmp_path / "cal.json"))
+    assert back.ar_timed_ms == 4.0 and curve(back, cm) == rows
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="ar_timed_ms"):
+            Calibration(**kw, ar_timed_ms=bad)
+    with pytest.raises(ValueError, match="ar_timed_ms"):
+        Calibration(**{k: v for k, v in kw.items() if k not in ("verify_grid", "verify_grid_ms", "commit_grid_ms")},
+                    ar_timed_ms=4.0)

@@ -30,6 +30,9 @@ calibrations keep the profile's model. Since version 4 (``auto.calibration``) ev
 times come from plain decodes at each grid budget (``calibrate.stage_ms_by_budget``), the commit
 included (``commit_at``): the version-3 times, taken at ``budget_max`` and re-timed beside its rounds,
 priced a budget-3 round at 2.10 ``ar`` steps where the decodes measured 1.86 (results/soft22-zen5).
+Since version 5 ``ar``'s round is timed in that same pass, prompt by prompt beside the trees
+(``Calibration.ar_timed_ms``), and prices budget 0: before, it came from the main pass a minute
+earlier, and a VM that changed speed in between moved every predicted ratio.
 
 Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
 prompts and records the tree's measured verify stage, so each prediction carries what the profile
@@ -106,7 +109,7 @@ def ar_round_ms(cal: Calibration, cost_model) -> float:
 def curve(cal: Calibration, cost_model) -> list[dict]:
     """Per budget b = 0..budget_max (0: plain decoding): tau (mean tokens per round), the round's
     predicted ms and ``ar`` steps, predicted tokens/s and speedup over ``ar``."""
-    ar_ms = ar_round_ms(cal, cost_model)
+    ar_ms = cal.ar_timed_ms if cal.ar_timed_ms is not None else ar_round_ms(cal, cost_model)
     k = profile_scale(cal, cost_model)
     # what the profile's forward leaves out of a tree's verify stage (the draw, mask, Python): timed
     # at budget_max rows, and for one row by the ar rounds; in between it grows with the rows

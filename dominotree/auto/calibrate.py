@@ -6,7 +6,8 @@ this, sharing no 8-word n-gram with the 36 evaluation prompts the benches decode
 training request, so that the budget is not chosen on the prompts a bench then measures), recording per round
 the acceptance every smaller budget would have had (``budget.prefix_accept``), with ``ar`` on the
 same prompts interleaved; then the price of a round at each grid budget, every stage's median
-over plain decodes of the first ``TIMING_PROMPTS`` prompts at that budget (``stage_ms_by_budget``).
+over plain decodes of the first ``TIMING_PROMPTS`` prompts at that budget, and of an ``ar`` round
+(budget 0) decoded beside them on the same clock (``stage_ms_by_budget``).
 This predicts tokens/s against the budget; ``--budget auto`` picks the best (``auto.budget``).
 
 ``resolve_auto`` is ``--budget auto`` for ``generate`` and ``bench``; ``calibrate_here`` is the
@@ -66,16 +67,18 @@ class _ReadsAllRows(Observer):
 def stage_ms_by_budget(dec, prompts: list[str], method: str, budgets: list[int], max_new_tokens: int,
                        builder: str, tree: TreeConfig, draft_vocab: int = 0) -> dict[int, dict[str, float]]:
     """Per budget, the median ms of each stage over the rounds of plain decodes of ``prompts`` at
-    that budget (no observer, each prompt's budgets one after another): a round's price as the
-    decoder pays it. The calibration's own run at ``budget_max`` cannot give it: its draft and
+    that budget (no observer, each prompt's budgets one after another; budget 0 is ``ar``): a
+    round's price as the decoder pays it. The calibration's own run at ``budget_max`` cannot give it: its draft and
     commit are a large tree's, and stages re-timed beside a round (warm or cold caches) drifted
     from what the decodes measured (2.10 against 1.86 ``ar`` steps at budget 3 on a Zen 5,
     results/soft22-zen5)."""
     ms: dict[int, dict[str, list[float]]] = {b: {} for b in budgets}
     for pi, p in enumerate(prompts):
         for b in budgets:
-            cfg = DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi, builder=builder,
-                               tree=replace(tree, budget=b), draft_vocab=draft_vocab)
+            seed = 1000 + 100 * pi
+            cfg = DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=seed, builder=builder,
+                               tree=replace(tree, budget=b), draft_vocab=draft_vocab) if b else \
+                DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=seed)
             for rt in dec.generate(p, cfg).rounds:
                 for stage, t in rt.stage_ms.items():
                     ms[b].setdefault(stage, []).append(t)
@@ -115,7 +118,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
             draft.append(rt.stage_ms["draft"])
             verify.append(rt.stage_ms["verify"])
             commit.append(rt.stage_ms["commit"])
-    timed = stage_ms_by_budget(dec, prompts[:TIMING_PROMPTS], method, sorted(set(grid) | set(verify_grid)),
+    timed = stage_ms_by_budget(dec, prompts[:TIMING_PROMPTS], method, sorted({0} | set(grid) | set(verify_grid)),
                                max_new_tokens, builder, tree, draft_vocab)
     from ..machine import hardware_info, versions_info
     meta = {"preset": dec.pair.name, "dtype": str(dec.target.dtype).replace("torch.", ""),
@@ -126,7 +129,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
                        grid, [timed[b]["build"] for b in grid], meta, [timed[b]["draft"] for b in grid], verify,
                        ar_starts, ar_ms, verify_grid, [timed[b]["verify"] for b in verify_grid],
-                       [timed[b]["commit"] for b in verify_grid])
+                       [timed[b]["commit"] for b in verify_grid], sum(timed[0].values()))
 
 
 def resolve_auto(pair, method: str, cost_model_path=None, calibration_path=None, tree: TreeConfig | None = None,

@@ -4,7 +4,9 @@ its checks, and its JSON file (``budget_<method>...json`` in the machine's folde
 Version 1: per round the acceptance of every budget and the draft, commit and build times;
 2: the tree's verify stage per round and ``ar``'s rounds on the same prompts (budget 0);
 3: the verify stage per grid budget; 4: every stage per grid budget as timed in plain decodes at
-that budget (``auto.calibrate``'s timing pass), the commit included (``commit_grid_ms``)."""
+that budget (``auto.calibrate``'s timing pass), the commit included (``commit_grid_ms``); 5: ``ar``'s
+round as timed in that same pass (``ar_timed_ms``), so that both sides of every predicted ratio
+share one clock."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,8 +15,8 @@ from pathlib import Path
 from ..jsonfile import read_json, write_json_atomic
 
 SCHEMA = "dominotree.budget_calibration"
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Calibration:
     verify_grid: list[int] | None = None       # budgets at which the verify stage was timed (version 3)
     verify_grid_ms: list[float] | None = None  #   its median ms at each
     commit_grid_ms: list[float] | None = None  #   and the commit's (version 4)
+    ar_timed_ms: float | None = None           # ar's round, all stages, timed beside them (version 5)
 
     def __post_init__(self):
         if not self.accept or len(self.accept) != len(self.starts):
@@ -59,6 +62,8 @@ class Calibration:
         if (self.ar_ms is None) != (self.ar_starts is None) or \
                 (self.ar_ms is not None and (not self.ar_ms or len(self.ar_ms) != len(self.ar_starts))):
             raise ValueError("ar_ms and ar_starts go together, one per ar round")
+        if self.ar_timed_ms is not None and not (self.ar_timed_ms > 0 and self.verify_grid is not None):
+            raise ValueError("ar_timed_ms must be a positive time, beside a verify_grid")
 
     def draft_at(self, b: int) -> float:
         """Draft ms at budget ``b`` (the grid's, linear between its budgets, flat beyond them)."""
@@ -103,7 +108,8 @@ class Calibration:
                 **({"ar_starts": self.ar_starts, "ar_ms": self.ar_ms} if self.ar_ms is not None else {}),
                 **({"verify_grid": self.verify_grid, "verify_grid_ms": self.verify_grid_ms}
                    if self.verify_grid is not None else {}),
-                **({"commit_grid_ms": self.commit_grid_ms} if self.commit_grid_ms is not None else {})}
+                **({"commit_grid_ms": self.commit_grid_ms} if self.commit_grid_ms is not None else {}),
+                **({"ar_timed_ms": self.ar_timed_ms} if self.ar_timed_ms is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Calibration":
@@ -116,7 +122,8 @@ class Calibration:
                    [[int(x) for x in a] for a in d["accept"]], float(d["draft_ms"]), float(d["commit_ms"]),
                    [int(b) for b in d["build_grid"]], [float(x) for x in d["build_ms"]], d.get("meta") or {},
                    opt("draft_grid_ms", float), opt("verify_ms", float), opt("ar_starts", int), opt("ar_ms", float),
-                   opt("verify_grid", int), opt("verify_grid_ms", float), opt("commit_grid_ms", float))
+                   opt("verify_grid", int), opt("verify_grid_ms", float), opt("commit_grid_ms", float),
+                   float(d["ar_timed_ms"]) if d.get("ar_timed_ms") is not None else None)
 
     def save(self, path: str | Path) -> Path:
         return write_json_atomic(path, self.to_dict())
