@@ -31,8 +31,9 @@ times come from plain decodes at each grid budget (``calibrate.stage_ms_by_budge
 included (``commit_at``): the version-3 times, taken at ``budget_max`` and re-timed beside its rounds,
 priced a budget-3 round at 2.10 ``ar`` steps where the decodes measured 1.86 (results/soft22-zen5).
 Since version 5 ``ar``'s round is timed in that same pass, prompt by prompt beside the trees
-(``Calibration.ar_timed_ms``), and prices budget 0: before, it came from the main pass a minute
-earlier, and a VM that changed speed in between moved every predicted ratio.
+(``Calibration.ar_timed_ms``), and prices budget 0: before, it came from ``ar`` decodes beside the
+main pass a minute earlier (no longer made), and a VM that changed speed in between moved every
+predicted ratio.
 
 Plain decoding is a candidate too: budget 0. The calibration also times ``ar`` on the same
 prompts and records the tree's measured verify stage, so each prediction carries what the profile

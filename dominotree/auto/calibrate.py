@@ -4,8 +4,8 @@ One greedy (T = 0) run of the method at a large budget on the calibration prompt
 ``per_category`` of each category of ``assets/prompts/calibrate.jsonl``: 48 prompts written for
 this, sharing no 8-word n-gram with the 36 evaluation prompts the benches decode nor with any
 training request, so that the budget is not chosen on the prompts a bench then measures), recording per round
-the acceptance every smaller budget would have had (``budget.prefix_accept``), with ``ar`` on the
-same prompts interleaved; then the price of a round at each grid budget, every stage's median
+the acceptance every smaller budget would have had (``budget.prefix_accept``); then the price of
+a round at each grid budget, every stage's median
 over plain decodes of the first ``TIMING_PROMPTS`` prompts at that budget, and of an ``ar`` round
 (budget 0) decoded beside them on the same clock (``stage_ms_by_budget``).
 This predicts tokens/s against the budget; ``--budget auto`` picks the best (``auto.budget``).
@@ -101,15 +101,11 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
     grid = [b for b in BUILD_GRID if b < budget_max] + [budget_max]
     verify_grid = [b for b in VERIFY_GRID if b < budget_max] + [budget_max]
     reads_all = _ReadsAllRows()
-    starts, accept, draft, commit, verify, ar_starts, ar_ms = [], [], [], [], [], [], []
+    starts, accept, draft, commit, verify = [], [], [], [], []
     for m in ("ar", method):
         dec.generate("Warm-up", DecodeConfig(method=m, max_new_tokens=16, builder=builder, tree=tree,
                                              draft_vocab=draft_vocab), observers=[reads_all])
     for pi, p in enumerate(tqdm(prompts, desc="calibrate", file=sys.stderr, disable=not progress)):
-        # ar on the same prompt, interleaved: budget 0, what a tree must beat on this machine
-        tr = dec.generate(p, DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=1000 + 100 * pi))
-        ar_starts += [rt.start for rt in tr.rounds]
-        ar_ms += [sum(rt.stage_ms.values()) for rt in tr.rounds]
         tr = dec.generate(p, DecodeConfig(method=method, max_new_tokens=max_new_tokens, seed=1000 + 100 * pi,
                                           builder=builder, tree=tree, draft_vocab=draft_vocab), observers=[reads_all])
         for rt in tr.rounds:
@@ -128,7 +124,7 @@ def calibrate(dec, prompts: list[str], method: str, budget_max: int, max_new_tok
             "versions": versions_info(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return Calibration(method, budget_max, starts, accept, statistics.median(draft), statistics.median(commit),
                        grid, [timed[b]["build"] for b in grid], meta, [timed[b]["draft"] for b in grid], verify,
-                       ar_starts, ar_ms, verify_grid, [timed[b]["verify"] for b in verify_grid],
+                       None, None, verify_grid, [timed[b]["verify"] for b in verify_grid],
                        [timed[b]["commit"] for b in verify_grid], sum(timed[0].values()))
 
 
