@@ -5,7 +5,10 @@ import json
 import random
 from types import SimpleNamespace
 
+import pytest
+
 from dominotree.bench import acceptance as acc
+from dominotree.bench import stats
 from dominotree.bench.datasets import Prompt
 from dominotree.cli import main
 from dominotree.config import DecodeConfig
@@ -52,6 +55,43 @@ def test_compare_lines_name_both_runs():
                    "ddtree@4         tau 1.50 -> 2.00 (1.25 -> 1.75)   reach@1 25.0% -> 50.0% (20.0% -> 40.0%)"]
 
 
+def test_pooled_delta_and_its_interval_by_hand():
+    # run a: 10 rounds, 10 accepted per prompt (tau 2); run b: one more accepted on each prompt
+    d = stats.paired_bootstrap_pooled_delta([10, 10, 10], [10, 10, 10], [11, 11, 11], [10, 10, 10], n_boot=200)
+    assert abs(d.delta - 0.1) < 1e-12 and d.n == 3 and d.lo == d.hi == d.delta
+    assert d.excludes_zero and d.fmt() == "+0.100 [+0.100, +0.100]"
+    # pooled, not a mean of ratios: a long prompt weighs by its rounds
+    d = stats.paired_bootstrap_pooled_delta([0, 0], [1, 9], [1, 0], [1, 9], n_boot=200)
+    assert abs(d.delta - 0.1) < 1e-12 and d.lo == 0.0 and d.hi > 0.1 and not d.excludes_zero
+    # the same counts in both runs: zero, and an interval of zero width
+    d = stats.paired_bootstrap_pooled_delta([3, 5, 8], [4, 4, 9], [3, 5, 8], [4, 4, 9])
+    assert (d.delta, d.lo, d.hi) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError):
+        stats.paired_bootstrap_pooled_delta([1], [1, 2], [1], [1])
+
+
+def test_compare_gives_intervals_where_both_runs_kept_per_prompt_counts():
+    def variant(pp):
+        acc_, rounds = sum(a for _, a in pp.values()), sum(r for r, _ in pp.values())
+        sub = {"tau": 1 + acc_ / rounds, "reach": [0.5] + [0.0] * 7}
+        return {"all": sub, "fresh": sub, "per_prompt": {k: list(v) for k, v in pp.items()}}
+    base = {"variants": {"ddtree@4": variant({"p1": (10, 10), "p2": (10, 20), "p3": (5, 5)}),
+                         "domino": variant({"p1": (10, 10)})}}
+    res = {"variants": {"ddtree@4": variant({"p1": (10, 12), "p2": (10, 22), "p3": (5, 7), "p9": (3, 3)}),
+                        "domino": variant({"p1": (10, 20)}), "dflash": variant({"p1": (10, 20)})}}
+    deltas = acc.delta_tau(res, base, n_boot=500)
+    assert set(deltas) == {"ddtree@4"}            # domino: one common prompt; dflash: not in the baseline
+    d = deltas["ddtree@4"]                        # p9 is not in the baseline: left out
+    assert d.n == 3 and abs(d.delta - (41 / 25 - 35 / 25)) < 1e-12 and d.excludes_zero
+    lines = acc.compare(res, base, deltas).splitlines()
+    assert lines[0].endswith("tau all difference [paired-bootstrap 95 % over prompts]")
+    assert lines[1].startswith("ddtree@4") and lines[1].endswith(f"   {d.fmt()} *")
+    assert lines[2].startswith("domino") and lines[2].endswith("(50.0% -> 50.0%)")
+    for v in base["variants"].values():
+        del v["per_prompt"]
+    assert acc.compare(res, base).splitlines()[-1].startswith("(the baseline kept no per-prompt counts")
+
+
 def _replay(prompt_len, ar, depth, vocab, seed=0, clean=0.85):
     """The oracle's own draws replayed: a greedy chain of ``depth`` tokens accepts exactly the
     leading depths where the oracle put the true token first."""
@@ -91,6 +131,9 @@ def test_run_counts_equal_the_oracle_replay(tiny_decoder):
             assert got[sub]["rounds"] == len(sel), (lab, sub)
             assert got[sub]["reach"] == [sum(a >= d for a in sel) / len(sel) if sel else 0.0 for d in range(1, 9)]
         assert got["all"]["tau"] == 1 + sum(a for a, _ in rows) / len(rows)
+        pp = got["per_prompt"]
+        assert list(pp) == ["a", "b"] and sum(r for r, _ in pp.values()) == len(rows)
+        assert sum(a for _, a in pp.values()) == sum(a for a, _ in rows)
     assert max(a for a, _ in want["dflash"]) >= 8                         # deep rounds are exercised
     assert {loop for _, loop in want["ddtree@1"]} == {False, True}        # and both subsets
     assert all(v["equal_ar"] == 2 and v["differ_ar"] == [] for v in res["variants"].values())
@@ -110,6 +153,29 @@ def test_cli_writes_summary_csv_and_last_json_line(tmp_path, capsys):
     assert summary["prompts"] == 1 and summary["heldout"]["checked"] is False
     rows = (tmp_path / "acceptance.csv").read_text().splitlines()
     assert rows[0].startswith("config,method,budget,subset,rounds,tau,reach1") and len(rows) == 1 + 2 * 3
+
+
+def test_cli_ab_against_its_own_summary_is_zero(tmp_path, capsys):
+    args = ["acceptance", "--preset", "random-tiny", "--limit", "2", "--max-new-tokens", "8", "--methods", "dflash",
+            "--no-png", "--train-data", str(tmp_path / "none")]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert main(args + ["--out", str(tmp_path / "b"), "--baseline", str(tmp_path / "a" / "summary.json")]) == 0
+    ab = json.loads((tmp_path / "b" / "summary.json").read_text())["ab"]
+    assert ab["tau_delta"]["dflash"] == {"delta": 0.0, "lo": 0.0, "hi": 0.0, "n": 2, "level": 0.95,
+                                         "excludes_zero": False}
+    assert "+0.000 [+0.000, +0.000]" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_bad_baseline_before_decoding(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    for text, says in (("{not json", "is not JSON"), ('{"variants": [1]}', "not an acceptance summary.json")):
+        bad.write_text(text)
+        assert main(["acceptance", "--preset", "random-tiny", "--out", str(tmp_path / "o"), "--baseline", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "[1/" not in err
+    assert main(["acceptance", "--preset", "random-tiny", "--baseline", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_cli_refuses_unknown_method(capsys):

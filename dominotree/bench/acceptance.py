@@ -18,6 +18,11 @@ output is checked equal to ``ar``'s token for token; nothing is simulated. Defin
 
 The explorer's "Acceptance by depth" plot draws ``reach`` of this module. Output: a human table,
 then one JSON line last; ``--out`` gets ``summary.json``, ``acceptance.csv`` and ``acceptance.png``.
+
+Each configuration also keeps its per-prompt counts (rounds, accepted draft tokens), so that an A/B
+against an earlier run (``--baseline``) gives every tau difference a paired-bootstrap 95 % interval
+over the prompts (``stats.paired_bootstrap_pooled_delta``): whether a change moved tau by more than
+the choice of prompts does.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 
 from ..trace import MAX_D, reach
+from .stats import DeltaCI, paired, paired_bootstrap_pooled_delta
 from .plots import palette_png
 from ..train.loops import LOOP_N, loop_flags  # noqa: F401 - the yardstick's subsets
 
@@ -97,6 +103,7 @@ def run(dec, prompts, specs, max_new_tokens: int, chat: bool = True, corr_topm: 
     ``draft_for(prompt_ids, ar_tokens)`` may give a ``draft_fn`` that replaces the drafters (tests)."""
     from ..config import DecodeConfig, TreeConfig
     rows: dict[str, list[tuple[int, bool]]] = {lab: [] for lab, _, _ in specs}
+    per_prompt: dict[str, dict[str, list[int]]] = {lab: {} for lab, _, _ in specs}
     equal: dict[str, list[str]] = {lab: [] for lab, _, _ in specs}
     differ: dict[str, list[str]] = {lab: [] for lab, _, _ in specs}
     loop_share = [0, 0]
@@ -112,13 +119,15 @@ def run(dec, prompts, specs, max_new_tokens: int, chat: bool = True, corr_topm: 
             cfg = DecodeConfig(method=method, max_new_tokens=max_new_tokens, tree=tree, draft_vocab=draft_vocab)
             t = dec.generate(ids, cfg, draft_fn=draft_fn)
             (equal if t.token_ids == ar else differ)[lab].append(p.id)
-            rows[lab] += round_rows(t, len(ids))
+            got = round_rows(t, len(ids))
+            rows[lab] += got
+            per_prompt[lab][p.id] = [len(got), sum(a for a, _ in got)]
         if log is not None:
             log(f"[{k + 1}/{len(prompts)}] {p.id}: {len(ar)} tokens")
     out = {}
     for lab, method, budget in specs:
         out[lab] = {"method": method, "budget": budget, **summarize_rows(rows[lab]),
-                    "equal_ar": len(equal[lab]), "differ_ar": differ[lab]}
+                    "equal_ar": len(equal[lab]), "differ_ar": differ[lab], "per_prompt": per_prompt[lab]}
     return {"variants": out, "loop_token_share": loop_share[0] / max(1, loop_share[1]),
             "answer_tokens": loop_share[1]}
 
@@ -145,18 +154,41 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def compare(res: dict, base: dict) -> str:
+def delta_tau(res: dict, base: dict, n_boot: int = 10000) -> dict[str, DeltaCI]:
+    """Per configuration both runs have with per-prompt counts: tau(res) - tau(base) (all rounds,
+    pooled) over their common prompts, with its paired-bootstrap 95 % interval."""
+    out = {}
+    for lab, v in res["variants"].items():
+        b = base["variants"].get(lab) or {}
+        if "per_prompt" not in v or "per_prompt" not in b:
+            continue
+        ids, new, old = paired(v["per_prompt"], b["per_prompt"])
+        if len(ids) < 2:
+            continue
+        out[lab] = paired_bootstrap_pooled_delta([a for _, a in old], [r for r, _ in old],
+                                                 [a for _, a in new], [r for r, _ in new], n_boot=n_boot)
+    return out
+
+
+def compare(res: dict, base: dict, deltas: dict[str, DeltaCI] | None = None) -> str:
     """A/B lines against an earlier ``summary.json``: tau and reach@1 (all and fresh rounds) per
-    configuration both runs have."""
+    configuration both runs have, and tau's difference with its 95 % interval where both runs kept
+    per-prompt counts (``*``: the interval excludes 0)."""
+    deltas = delta_tau(res, base) if deltas is None else deltas
     was = ", ".join(str(base.get("paths", {}).get(k)) for k in ("dflash", "domino") if base.get("paths", {}).get(k))
-    lines = [f"A/B against {was or 'the baseline'}: tau all (fresh), reach@1 all (fresh)"]
+    lines = [f"A/B against {was or 'the baseline'}: tau all (fresh), reach@1 all (fresh)"
+             + (", tau all difference [paired-bootstrap 95 % over prompts]" if deltas else "")]
     for lab, v in res["variants"].items():
         b = base["variants"].get(lab)
         if b is None:
             continue
+        d = deltas.get(lab)
         lines.append(f"{lab:16} tau {_f(b['all']['tau'])} -> {_f(v['all']['tau'])} ({_f(b['fresh']['tau'])} -> "
                      f"{_f(v['fresh']['tau'])})   reach@1 {b['all']['reach'][0]:.1%} -> {v['all']['reach'][0]:.1%} "
-                     f"({b['fresh']['reach'][0]:.1%} -> {v['fresh']['reach'][0]:.1%})")
+                     f"({b['fresh']['reach'][0]:.1%} -> {v['fresh']['reach'][0]:.1%})"
+                     + (f"   {d.fmt()}{' *' if d.excludes_zero else ''}" if d else ""))
+    if not deltas and any("per_prompt" in v for v in res["variants"].values()):
+        lines.append("(the baseline kept no per-prompt counts, so no intervals: rerun it with this version)")
     return "\n".join(lines)
 
 
@@ -238,6 +270,22 @@ def last_line(res: dict, out: Path | None) -> dict:
             "all_equal_ar": all(x["equal_ar"] == n for x in v.values()), "out": str(out) if out else None}
 
 
+def read_baseline(path: Path) -> dict:
+    """An earlier run's ``summary.json`` for ``--baseline``, or a UserError saying what is wrong."""
+    from ..errors import UserError
+    if not path.is_file():
+        raise UserError(f"--baseline: no such file {path}")
+    try:
+        base = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"--baseline: {path} is not JSON ({e})") from None
+    if not isinstance(base, dict) or not isinstance(base.get("variants"), dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("all"), dict) and isinstance(v.get("fresh"), dict)
+            for v in base["variants"].values()):
+        raise UserError(f"--baseline: {path} is not an acceptance summary.json (no per-configuration 'variants')")
+    return base
+
+
 def _int_list(s: str) -> list[int]:
     try:
         xs = [int(x) for x in s.split(",") if x.strip()]
@@ -286,6 +334,7 @@ def main(argv=None) -> int:
     from ..decode import Decoder
     from .datasets import load_prompts
     from ..machine import cpu_isa, cpu_model
+    base = read_baseline(a.baseline) if a.baseline is not None else None   # before the long run
     prompts = load_prompts(a.prompts, None if a.prompts else a.dataset, a.limit)
     if a.drafter and a.target is None:   # the preset's target and default weights, other drafters
         from ..presets import load_pair
@@ -315,9 +364,9 @@ def main(argv=None) -> int:
            "heldout": held, "wall_s": round(time.perf_counter() - t0, 1), **res}
     print(table(res))
     if a.baseline is not None:
-        if not a.baseline.is_file():
-            raise UserError(f"--baseline: no such file {a.baseline}")
-        print(compare(res, json.loads(a.baseline.read_text())))
+        deltas = delta_tau(res, base)
+        print(compare(res, base, deltas))
+        res["ab"] = {"baseline": str(a.baseline), "tau_delta": {lab: d.to_dict() for lab, d in deltas.items()}}
     if a.out is not None:
         for p in write_outputs(res, a.out, png=not a.no_png):
             print(f"wrote {p}", file=sys.stderr)

@@ -108,6 +108,51 @@ def paired_bootstrap_ratio(a, b, n_boot: int = 10000, seed: int = 0, level: floa
     return RatioCI(ratio, (ratio - 1) * 100, float((lo - 1) * 100), float((hi - 1) * 100), n, level)
 
 
+@dataclass
+class DeltaCI:
+    """b's pooled ratio minus a's over paired prompts, with its percentile-bootstrap interval."""
+    delta: float
+    lo: float
+    hi: float
+    n: int
+    level: float = 0.95
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+    def fmt(self, digits: int = 3) -> str:
+        return f"{self.delta:+.{digits}f} [{self.lo:+.{digits}f}, {self.hi:+.{digits}f}]"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "excludes_zero": self.excludes_zero}
+
+
+def paired_bootstrap_pooled_delta(num_a, den_a, num_b, den_b, n_boot: int = 10000, seed: int = 0,
+                                  level: float = 0.95) -> DeltaCI:
+    """sum(num_b)/sum(den_b) - sum(num_a)/sum(den_a), pooled over prompts (so each prompt weighs
+    by its ``den``), with a percentile bootstrap that resamples the prompts, each prompt's four
+    counts together: how far two runs on the same prompts differ beyond which prompts were drawn."""
+    arr = [np.asarray(x, dtype=np.float64) for x in (num_a, den_a, num_b, den_b)]
+    n = arr[0].shape[0]
+    if any(x.shape != (n,) for x in arr) or n == 0:
+        raise ValueError(f"paired counts need four equal non-empty 1-D shapes, got {[x.shape for x in arr]}")
+    if arr[1].sum() <= 0 or arr[3].sum() <= 0:
+        raise ValueError("each run needs a positive total denominator")
+
+    def pooled(idx):
+        na, da, nb, db = (x[idx].sum(axis=-1) for x in arr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return nb / db - na / da
+
+    delta = float(pooled(np.arange(n)))
+    boot = pooled(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)))
+    boot = boot[np.isfinite(boot)]
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(boot, [alpha, 1.0 - alpha])
+    return DeltaCI(delta, float(lo), float(hi), n, level)
+
+
 def paired(values_a: dict, values_b: dict) -> tuple[list[str], list[float], list[float]]:
     """Align two ``{prompt_id: value}`` maps on their common prompts (sorted ids)."""
     keys = sorted(set(values_a) & set(values_b))
