@@ -66,27 +66,40 @@ def test_pooled_delta_and_its_interval_by_hand():
     # the same counts in both runs: zero, and an interval of zero width
     d = stats.paired_bootstrap_pooled_delta([3, 5, 8], [4, 4, 9], [3, 5, 8], [4, 4, 9])
     assert (d.delta, d.lo, d.hi) == (0.0, 0.0, 0.0)
+    # columns x prompts: the mean of the columns' differences
+    d2 = stats.paired_bootstrap_pooled_delta([[10, 10, 10], [3, 5, 8]], [[10, 10, 10], [4, 4, 9]],
+                                             [[11, 11, 11], [3, 5, 8]], [[10, 10, 10], [4, 4, 9]], n_boot=200)
+    assert abs(d2.delta - 0.05) < 1e-12 and abs(d2.lo - 0.05) < 1e-12 and abs(d2.hi - 0.05) < 1e-12
     with pytest.raises(ValueError):
         stats.paired_bootstrap_pooled_delta([1], [1, 2], [1], [1])
+    with pytest.raises(ValueError):
+        stats.paired_bootstrap_pooled_delta([1, 1], [0, 0], [1, 1], [1, 1])
 
 
 def test_compare_gives_intervals_where_both_runs_kept_per_prompt_counts():
-    def variant(pp):
+    def variant(method, pp):
         acc_, rounds = sum(a for _, a in pp.values()), sum(r for r, _ in pp.values())
         sub = {"tau": 1 + acc_ / rounds, "reach": [0.5] + [0.0] * 7}
-        return {"all": sub, "fresh": sub, "per_prompt": {k: list(v) for k, v in pp.items()}}
-    base = {"variants": {"ddtree@4": variant({"p1": (10, 10), "p2": (10, 20), "p3": (5, 5)}),
-                         "domino": variant({"p1": (10, 10)})}}
-    res = {"variants": {"ddtree@4": variant({"p1": (10, 12), "p2": (10, 22), "p3": (5, 7), "p9": (3, 3)}),
-                        "domino": variant({"p1": (10, 20)}), "dflash": variant({"p1": (10, 20)})}}
+        return {"method": method, "all": sub, "fresh": sub, "per_prompt": {k: list(v) for k, v in pp.items()}}
+    base = {"variants": {"ddtree@1": variant("ddtree", {"p1": (10, 5), "p2": (10, 5), "p3": (5, 0)}),
+                         "ddtree@4": variant("ddtree", {"p1": (10, 10), "p2": (10, 20), "p3": (5, 5)}),
+                         "domino": variant("domino", {"p1": (10, 10)})}}
+    res = {"variants": {"ddtree@1": variant("ddtree", {"p1": (10, 5), "p2": (10, 5), "p3": (5, 0)}),
+                        "ddtree@4": variant("ddtree", {"p1": (10, 12), "p2": (10, 22), "p3": (5, 7), "p9": (3, 3)}),
+                        "domino": variant("domino", {"p1": (10, 20)}), "dflash": variant("dflash", {"p1": (10, 20)})}}
     deltas = acc.delta_tau(res, base, n_boot=500)
-    assert set(deltas) == {"ddtree@4"}            # domino: one common prompt; dflash: not in the baseline
+    # domino: one common prompt; dflash: not in the baseline; the dflash drafter: ddtree@1 and @4
+    assert set(deltas) == {"ddtree@1", "ddtree@4", "drafter:dflash"}
     d = deltas["ddtree@4"]                        # p9 is not in the baseline: left out
     assert d.n == 3 and abs(d.delta - (41 / 25 - 35 / 25)) < 1e-12 and d.excludes_zero
+    assert (deltas["ddtree@1"].delta, deltas["ddtree@1"].lo, deltas["ddtree@1"].hi) == (0.0, 0.0, 0.0)
+    both = deltas["drafter:dflash"]               # the mean of the two columns, resampled together
+    assert abs(both.delta - d.delta / 2) < 1e-12 and both.lo > 0 and both.lo <= both.delta <= both.hi
     lines = acc.compare(res, base, deltas).splitlines()
     assert lines[0].endswith("tau all difference [paired-bootstrap 95 % over prompts]")
-    assert lines[1].startswith("ddtree@4") and lines[1].endswith(f"   {d.fmt()} *")
-    assert lines[2].startswith("domino") and lines[2].endswith("(50.0% -> 50.0%)")
+    assert lines[2].startswith("ddtree@4") and lines[2].endswith(f"   {d.fmt()} *")
+    assert lines[3].startswith("domino") and lines[3].endswith("(50.0% -> 50.0%)")
+    assert lines[4] == f"the dflash drafter, mean over ddtree@1, ddtree@4: {both.fmt()} *"
     for v in base["variants"].values():
         del v["per_prompt"]
     assert acc.compare(res, base).splitlines()[-1].startswith("(the baseline kept no per-prompt counts")

@@ -154,26 +154,49 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _paired_counts(res: dict, base: dict, labels: list[str]) -> tuple[list[str], list] | None:
+    """The prompts every one of ``labels`` has per-prompt counts for in both runs, and per label
+    (old accepted, old rounds, new accepted, new rounds) on them; None when fewer than two."""
+    have = [(res["variants"].get(lab) or {}).get("per_prompt") for lab in labels] + \
+           [(base["variants"].get(lab) or {}).get("per_prompt") for lab in labels]
+    if any(h is None for h in have):
+        return None
+    ids = sorted(set.intersection(*(set(h) for h in have)))
+    if len(ids) < 2:
+        return None
+    new, old = have[:len(labels)], have[len(labels):]
+    return ids, [[[o[i][1] for i in ids], [o[i][0] for i in ids], [w[i][1] for i in ids], [w[i][0] for i in ids]]
+                 for o, w in zip(old, new)]
+
+
 def delta_tau(res: dict, base: dict, n_boot: int = 10000) -> dict[str, DeltaCI]:
-    """Per configuration both runs have with per-prompt counts: tau(res) - tau(base) (all rounds,
-    pooled) over their common prompts, with its paired-bootstrap 95 % interval."""
+    """tau(res) - tau(base) (all rounds, pooled) with its paired-bootstrap 95 % interval over the
+    common prompts: per configuration both runs kept per-prompt counts for, and per drafter
+    (``drafter:dflash``, ``drafter:domino``) the mean over the configurations it serves (its chain
+    and its tree method's budgets; ``config.METHOD_DRAFTER``), resampled together."""
+    from ..config import METHOD_DRAFTER
     out = {}
+    serves: dict[str, list[str]] = {}
     for lab, v in res["variants"].items():
-        b = base["variants"].get(lab) or {}
-        if "per_prompt" not in v or "per_prompt" not in b:
+        got = _paired_counts(res, base, [lab])
+        if got is None:
             continue
-        ids, new, old = paired(v["per_prompt"], b["per_prompt"])
-        if len(ids) < 2:
-            continue
-        out[lab] = paired_bootstrap_pooled_delta([a for _, a in old], [r for r, _ in old],
-                                                 [a for _, a in new], [r for r, _ in new], n_boot=n_boot)
+        out[lab] = paired_bootstrap_pooled_delta(*got[1][0], n_boot=n_boot)
+        serves.setdefault(METHOD_DRAFTER[v["method"]], []).append(lab)
+    for drafter, labs in serves.items():
+        got = _paired_counts(res, base, labs)
+        if got is not None and len(labs) > 1:
+            cols = got[1]
+            out[f"drafter:{drafter}"] = paired_bootstrap_pooled_delta(
+                *[[c[k] for c in cols] for k in range(4)], n_boot=n_boot)
     return out
 
 
 def compare(res: dict, base: dict, deltas: dict[str, DeltaCI] | None = None) -> str:
     """A/B lines against an earlier ``summary.json``: tau and reach@1 (all and fresh rounds) per
     configuration both runs have, and tau's difference with its 95 % interval where both runs kept
-    per-prompt counts (``*``: the interval excludes 0)."""
+    per-prompt counts (``*``: the interval excludes 0), then each drafter's mean over its columns."""
+    from ..config import METHOD_DRAFTER
     deltas = delta_tau(res, base) if deltas is None else deltas
     was = ", ".join(str(base.get("paths", {}).get(k)) for k in ("dflash", "domino") if base.get("paths", {}).get(k))
     lines = [f"A/B against {was or 'the baseline'}: tau all (fresh), reach@1 all (fresh)"
@@ -187,6 +210,11 @@ def compare(res: dict, base: dict, deltas: dict[str, DeltaCI] | None = None) -> 
                      f"{_f(v['fresh']['tau'])})   reach@1 {b['all']['reach'][0]:.1%} -> {v['all']['reach'][0]:.1%} "
                      f"({b['fresh']['reach'][0]:.1%} -> {v['fresh']['reach'][0]:.1%})"
                      + (f"   {d.fmt()}{' *' if d.excludes_zero else ''}" if d else ""))
+    for key, d in deltas.items():
+        if key.startswith("drafter:"):
+            name = key.split(":", 1)[1]
+            labs = [lab for lab, v in res["variants"].items() if lab in deltas and METHOD_DRAFTER[v["method"]] == name]
+            lines.append(f"the {name} drafter, mean over {', '.join(labs)}: {d.fmt()}{' *' if d.excludes_zero else ''}")
     if not deltas and any("per_prompt" in v for v in res["variants"].values()):
         lines.append("(the baseline kept no per-prompt counts, so no intervals: rerun it with this version)")
     return "\n".join(lines)

@@ -131,22 +131,25 @@ class DeltaCI:
 def paired_bootstrap_pooled_delta(num_a, den_a, num_b, den_b, n_boot: int = 10000, seed: int = 0,
                                   level: float = 0.95) -> DeltaCI:
     """sum(num_b)/sum(den_b) - sum(num_a)/sum(den_a), pooled over prompts (so each prompt weighs
-    by its ``den``), with a percentile bootstrap that resamples the prompts, each prompt's four
-    counts together: how far two runs on the same prompts differ beyond which prompts were drawn."""
-    arr = [np.asarray(x, dtype=np.float64) for x in (num_a, den_a, num_b, den_b)]
-    n = arr[0].shape[0]
-    if any(x.shape != (n,) for x in arr) or n == 0:
-        raise ValueError(f"paired counts need four equal non-empty 1-D shapes, got {[x.shape for x in arr]}")
-    if arr[1].sum() <= 0 or arr[3].sum() <= 0:
-        raise ValueError("each run needs a positive total denominator")
+    by its ``den``), with a percentile bootstrap that resamples the prompts, each prompt's counts
+    together: how far two runs on the same prompts differ beyond which prompts were drawn. Given
+    2-D counts (columns x prompts), the statistic is the mean of the columns' differences, every
+    column on the same resampled prompts."""
+    arr = [np.atleast_2d(np.asarray(x, dtype=np.float64)) for x in (num_a, den_a, num_b, den_b)]
+    shape = arr[0].shape
+    if any(x.shape != shape or x.ndim != 2 for x in arr) or shape[1] == 0:
+        raise ValueError(f"paired counts need four equal non-empty shapes, got {[x.shape for x in arr]}")
+    if (arr[1].sum(axis=1) <= 0).any() or (arr[3].sum(axis=1) <= 0).any():
+        raise ValueError("each run needs a positive total denominator in every column")
+    n = shape[1]
 
-    def pooled(idx):
-        na, da, nb, db = (x[idx].sum(axis=-1) for x in arr)
+    def stat(idx):    # idx: (..., n) prompt indices -> (...) mean over columns of the pooled difference
+        na, da, nb, db = (x[:, idx].sum(axis=-1) for x in arr)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return nb / db - na / da
+            return (nb / db - na / da).mean(axis=0)
 
-    delta = float(pooled(np.arange(n)))
-    boot = pooled(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)))
+    delta = float(stat(np.arange(n)))
+    boot = stat(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)))
     boot = boot[np.isfinite(boot)]
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(boot, [alpha, 1.0 - alpha])
