@@ -5,7 +5,9 @@ Conventions (reference/algorithms.md 7.10):
 - speedup = mean per-prompt tokens/s of a method / mean per-prompt tokens/s of ``ar`` in the same run;
 - throughput ratio between two methods with a paired bootstrap over prompts: resample prompt
   indices with replacement, recompute mean(a) / mean(b) on each resample, take percentiles.
-  Reported as a percent change with its 95 % interval, e.g. "+9.21 % [7.95, 10.57]".
+  Reported as a percent change with its 95 % interval, e.g. "+9.21 % [7.95, 10.57]";
+- the acceptance yardstick's A/B: the difference of two pooled ratios (accepted / rounds) with the
+  same paired bootstrap over prompts, e.g. "+0.019 [-0.003, +0.045]".
 """
 from __future__ import annotations
 
@@ -152,7 +154,7 @@ def paired_bootstrap_pooled_delta(num_a, den_a, num_b, den_b, n_boot: int = 1000
     boot = stat(np.random.default_rng(seed).integers(0, n, size=(n_boot, n)))
     boot = boot[np.isfinite(boot)]
     alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(boot, [alpha, 1.0 - alpha])
+    lo, hi = np.quantile(boot, [alpha, 1.0 - alpha]) if boot.size else (float("nan"), float("nan"))
     return DeltaCI(delta, float(lo), float(hi), n, level)
 
 

@@ -46,7 +46,7 @@ class HeadVocab:
     def __call__(self, *labels: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``(candidates, [labels as indices into candidates])``; labels must be valid ids."""
         cand = torch.unique(torch.cat([self.frequent.to(labels[0].device), *labels]))          # sorted
-        return cand, [torch.searchsorted(cand, lab) for lab in labels]
+        return cand, [torch.searchsorted(cand, lab.contiguous()) for lab in labels]
 
     def coverage(self, answers: Iterable[torch.Tensor]) -> float:
         """Share of answer tokens inside the frequent set (how much of the mass it covers)."""
