@@ -181,7 +181,10 @@ def test_cli_ab_against_its_own_summary_is_zero(tmp_path, capsys):
 
 def test_cli_refuses_a_bad_baseline_before_decoding(tmp_path, capsys):
     bad = tmp_path / "bad.json"
-    for text, says in (("{not json", "is not JSON"), ('{"variants": [1]}', "not an acceptance summary.json")):
+    sub = {"tau": 2.0, "reach": [0.5] * 8}
+    torn = json.dumps({"variants": {"dflash": {"all": sub, "fresh": sub, "per_prompt": {"p1": [3]}}}})
+    for text, says in (("{not json", "is not JSON"), ('{"variants": [1]}', "not an acceptance summary.json"),
+                       (torn, "per_prompt must map prompt ids to [rounds, accepted] counts")):
         bad.write_text(text)
         assert main(["acceptance", "--preset", "random-tiny", "--out", str(tmp_path / "o"), "--baseline", str(bad)]) == 2
         err = capsys.readouterr().err

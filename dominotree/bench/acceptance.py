@@ -311,6 +311,11 @@ def read_baseline(path: Path) -> dict:
             isinstance(v, dict) and isinstance(v.get("all"), dict) and isinstance(v.get("fresh"), dict)
             for v in base["variants"].values()):
         raise UserError(f"--baseline: {path} is not an acceptance summary.json (no per-configuration 'variants')")
+    for lab, v in base["variants"].items():
+        pp = v.get("per_prompt")
+        if pp is not None and not (isinstance(pp, dict) and all(
+                isinstance(c, list) and len(c) == 2 and all(isinstance(x, int) and x >= 0 for x in c) for c in pp.values())):
+            raise UserError(f"--baseline: {path}: {lab}'s per_prompt must map prompt ids to [rounds, accepted] counts")
     return base
 
 
